@@ -1,0 +1,69 @@
+"""The `foresight` console command.
+
+Each module in `foresight.commands` contributes its sub-commands through a `register(app)`
+function, so a new command is a new file and never an edit here.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+from rich.console import Console
+
+from foresight import __version__, commands
+from foresight.errors import ForesightError
+
+app = typer.Typer(
+    name="foresight",
+    help="Predictive workload modeling for GPU Kubernetes clusters.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+err_console = Console(stderr=True, highlight=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"foresight {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Predictive workload modeling for GPU Kubernetes clusters."""
+
+
+for _info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+    importlib.import_module(f"{commands.__name__}.{_info.name}").register(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; user errors become one line on stderr and a non-zero exit code."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except ForesightError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        return exc.exit_code
+    except typer.Exit as exc:
+        return exc.exit_code
+    except typer.Abort:
+        err_console.print("aborted")
+        return 130
+    except Exception as exc:  # click usage errors arrive here in non-standalone mode
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            return exc.exit_code
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""OpenMetrics text: write the tidy tables as exporters would have, read them back, backfill.
+
+The file is what `promtool tsdb create-blocks-from openmetrics` accepts: every family written
+once and contiguously, series sorted by time, timestamps in seconds, `# EOF` last with no byte
+after it. Every family is typed `gauge`: OpenMetrics counters need a `_total` sample suffix that
+dcgm-exporter's names (e.g. `..._VOL_TOTAL`) do not have, and a gauge keeps the value exact.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import IO, Iterable
+
+import numpy as np
+import pandas as pd
+
+from features import schema
+from features.catalog import CATALOG, LabelConfig
+from foresight.errors import ForesightError
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _labels(pairs: Iterable[tuple[str, str]]) -> str:
+    inner = ",".join(f'{k}="{_escape(str(v))}"' for k, v in pairs if v != "")
+    return "{" + inner + "}" if inner else ""
+
+
+def _fmt(values: np.ndarray) -> list[str]:
+    # repr() is the shortest string that parses back to the same float: exact round trip.
+    return [repr(float(v)) for v in values]
+
+
+def _write_series(out: IO[str], name: str, labels: str, ts_s: np.ndarray, values: np.ndarray) -> int:
+    ts_txt = [repr(float(t)) if t != int(t) else str(int(t)) for t in ts_s]
+    prefix = f"{name}{labels} "
+    out.write("".join(f"{prefix}{v} {t}\n" for v, t in zip(_fmt(values), ts_txt)))
+    return len(ts_txt)
+
+
+def _family_header(out: IO[str], name: str) -> None:
+    help_ = CATALOG[name].help if name in CATALOG else name
+    out.write(f"# HELP {name} {help_}\n# TYPE {name} gauge\n")
+
+
+def _seconds(ts: pd.Series) -> np.ndarray:
+    ts = pd.to_datetime(ts, utc=True)
+    return (ts - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+
+
+def write_gpu_samples(out: IO[str], samples: pd.DataFrame, labels: LabelConfig) -> int:
+    """Write the GPU sample table as dcgm-exporter families. Returns the sample count."""
+    n = 0
+    samples = samples.sort_values(["metric", "node", "gpu", "namespace", "pod", "ts"], kind="stable")
+    for metric, fam in samples.groupby("metric", sort=True):
+        _family_header(out, metric)
+        for (node, gpu, uuid, ns, pod), s in fam.groupby(["node", "gpu", "uuid", "namespace", "pod"],
+                                                         sort=True):
+            lab = _labels([(labels.gpu, gpu), (labels.uuid, uuid), (labels.node, node),
+                           (labels.namespace, ns), (labels.pod, pod)])
+            n += _write_series(out, metric, lab, _seconds(s["ts"]), s["value"].to_numpy())
+    return n
+
+
+def pod_series(pods: pd.DataFrame, labels: LabelConfig, step_s: float,
+               end: pd.Timestamp) -> dict[str, list[tuple[str, np.ndarray, np.ndarray]]]:
+    """The kube-state-metrics series a pod table implies, sampled every `step_s` while each pod exists.
+
+    Returns {family: [(label string, ts seconds, values)]}.
+    """
+    fams: dict[str, list] = {}
+    end_s = pd.Timestamp(end).timestamp()
+    for p in pods.itertuples(index=False):
+        created = p.created.timestamp()
+        last = p.finished.timestamp() if not pd.isna(p.finished) else end_s
+        grid = np.arange(np.ceil(created / step_s) * step_s, last + 1e-9, step_s)
+        if len(grid) == 0:
+            continue
+        one = np.ones(len(grid))
+        base = [(labels.namespace, p.namespace), (labels.pod, p.pod)]
+        fams.setdefault("kube_pod_info", []).append(
+            (_labels(base + [(labels.pod_node, p.node), ("priority_class", str(int(p.priority)))]), grid, one))
+        wl = [(labels.workload[0], p.workload)] if labels.workload else []
+        fams.setdefault("kube_pod_labels", []).append(
+            (_labels(base + [(labels.queue, p.queue)] + wl), grid, one))
+        fams.setdefault("kube_pod_container_resource_requests", []).append(
+            (_labels(base + [(labels.container, "main"), ("resource", labels.gpu_resource),
+                             ("unit", "integer")]), grid, one * p.gpu_request))
+        fams.setdefault("kube_pod_created", []).append((_labels(base), grid, one * created))
+        started = p.started.timestamp() if not pd.isna(p.started) else np.inf
+        for phase, mask in (("Pending", grid < started), ("Running", grid >= started)):
+            fams.setdefault("kube_pod_status_phase", []).append(
+                (_labels(base + [("phase", phase)]), grid, mask.astype(float)))
+        if started < np.inf:
+            sel = grid >= started
+            if sel.any():
+                fams.setdefault("kube_pod_start_time", []).append(
+                    (_labels(base), grid[sel], one[sel] * started))
+        if not pd.isna(p.finished):
+            fams.setdefault("kube_pod_completion_time", []).append(
+                (_labels(base), grid[-1:], one[-1:] * p.finished.timestamp()))
+    return fams
+
+
+def write_openmetrics(path: str | Path, *, samples: pd.DataFrame | None = None,
+                      pods: pd.DataFrame | None = None, queues: pd.DataFrame | None = None,
+                      labels: LabelConfig | None = None, pod_step_s: float = 60.0) -> int:
+    """Write the tables as one OpenMetrics file for promtool. Returns the number of samples."""
+    labels = labels or LabelConfig()
+    n = 0
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        if samples is not None and len(samples):
+            n += write_gpu_samples(out, schema.conform(samples, schema.GPU_SAMPLE_COLUMNS), labels)
+        if pods is not None and len(pods):
+            pods = schema.conform(pods, schema.POD_COLUMNS)
+            end = samples["ts"].max() if samples is not None and len(samples) else \
+                pods[["created", "started", "finished"]].max().max()
+            for fam, rows in sorted(pod_series(pods, labels, pod_step_s, end).items()):
+                _family_header(out, fam)
+                for lab, ts, vals in rows:
+                    n += _write_series(out, fam, lab, ts, vals)
+        if queues is not None and len(queues):
+            queues = schema.conform(queues, schema.QUEUE_SAMPLE_COLUMNS).sort_values(["metric", "queue", "ts"])
+            for metric, fam in queues.groupby("metric", sort=True):
+                _family_header(out, metric)
+                for queue, s in fam.groupby("queue", sort=True):
+                    lab = _labels([(labels.cluster_queue, queue)])
+                    n += _write_series(out, metric, lab, _seconds(s["ts"]), s["value"].to_numpy())
+        out.write("# EOF\n")
+    return n
+
+
+def validate_openmetrics(path: str | Path) -> int:
+    """Parse the whole file with prometheus-client's OpenMetrics parser.
+
+    Returns the number of samples; raises ForesightError naming the first bad line.
+    """
+    from prometheus_client.openmetrics.parser import text_fd_to_metric_families
+
+    path = Path(path)
+    if not path.is_file():
+        raise ForesightError(f"OpenMetrics file {path} does not exist")
+    n = 0
+    seen = {"line": 0, "text": ""}
+
+    def counted(fd):
+        for seen["line"], seen["text"] in enumerate(fd, 1):
+            yield seen["text"]
+
+    try:
+        with open(path, encoding="utf-8") as fd:
+            for family in text_fd_to_metric_families(counted(fd)):
+                n += len(family.samples)
+    except (ValueError, UnicodeDecodeError) as exc:
+        reason = str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+        where = f"line {seen['line']}: {seen['text'].rstrip()[:120]!r}: " if seen["line"] else ""
+        raise ForesightError(f"{path}: malformed OpenMetrics at {where}{reason}") from None
+    return n
+
+
+def backfill(openmetrics: str | Path, tsdb_dir: str | Path, *, promtool: str = "promtool",
+             block_duration: str | None = None) -> None:
+    """Create TSDB blocks from an OpenMetrics file with promtool, into `tsdb_dir`.
+
+    Blocks for a *running* Prometheus must be moved into its data directory; a Prometheus
+    started afterwards on `tsdb_dir` loads them at start-up.
+    """
+    exe = shutil.which(promtool)
+    if exe is None:
+        raise ForesightError("promtool is not on PATH: install Debian's prometheus package")
+    cmd = [exe, "tsdb", "create-blocks-from", "openmetrics"]
+    if block_duration:
+        cmd.append(f"--max-block-duration={block_duration}")
+    cmd += [str(openmetrics), str(tsdb_dir)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+        reason = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "?")
+        raise ForesightError(f"promtool could not backfill {openmetrics}: {reason.strip()[:300]}")

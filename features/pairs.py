@@ -1,0 +1,118 @@
+"""The pair table (interference): reading, validating, and building it from other sources.
+
+Contract (../shared/DESIGN.md, "Pair table"): one row per measured co-location of job `a`
+with job `b`; per-side solo features with prefixes `a_` / `b_`; context `gpu_model`,
+`sharing`; targets `a_speed`, `b_speed` = co-located throughput / solo throughput.
+"""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from foresight.errors import ForesightError
+
+#: Per-side solo features (column names without the `a_` / `b_` prefix).
+SIDE_FEATURES = [
+    "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active", "mem_copy_util",
+    "fb_used_mib", "pcie_tx_mbps", "pcie_rx_mbps", "power_w", "batch_size", "amp", "gpu_count",
+]
+CONTEXT_COLUMNS = ["gpu_model", "sharing"]
+IDENTITY_COLUMNS = ["a_workload", "b_workload"]
+TARGET_COLUMNS = ["a_speed", "b_speed"]
+SHARING_VALUES = {"timeslice", "mps", "mig", "node"}
+
+NUMERIC_COLUMNS = [f"{s}_{f}" for s in ("a", "b") for f in SIDE_FEATURES]
+KNOWN_COLUMNS = IDENTITY_COLUMNS + NUMERIC_COLUMNS + CONTEXT_COLUMNS + TARGET_COLUMNS
+
+
+def read_pairs(path: str | Path) -> pd.DataFrame:
+    """Read a pair table from CSV or Parquet (by suffix). Errors are one-line ForesightErrors."""
+    p = Path(path)
+    if not p.is_file():
+        raise ForesightError(f"pair table not found: {p}")
+    try:
+        if p.suffix.lower() in {".parquet", ".pq"}:
+            return pd.read_parquet(p)
+        return pd.read_csv(p)
+    except pd.errors.EmptyDataError:
+        raise ForesightError(f"pair table {p} is empty") from None
+    except Exception as exc:  # parser errors of either format: user input, not a bug
+        raise ForesightError(f"cannot read pair table {p}: {str(exc).splitlines()[0]}") from None
+
+
+def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
+    """Return the usable columns of a pair table with contract dtypes, or raise ForesightError.
+
+    Unknown columns are dropped with a warning. A table needs at least one describing column
+    (a workload or a solo feature) on each side; numeric columns must be numeric; targets,
+    when required, must lie in (0, 2].
+    """
+    if len(df) == 0:
+        raise ForesightError("pair table is empty")
+    unknown = [c for c in df.columns if c not in KNOWN_COLUMNS]
+    if unknown:
+        warnings.warn(f"ignoring unknown pair-table columns: {', '.join(map(str, unknown))}",
+                      stacklevel=2)
+    out = df[[c for c in KNOWN_COLUMNS if c in df.columns]].copy().reset_index(drop=True)
+    for side in ("a", "b"):
+        has = [c for c in out.columns if c.startswith(f"{side}_") and c != f"{side}_speed"]
+        if not has:
+            raise ForesightError(
+                f"pair table has no usable column for side {side!r} "
+                f"(need {side}_workload or solo features such as {side}_sm_active)")
+    for col in NUMERIC_COLUMNS + TARGET_COLUMNS:
+        if col not in out.columns:
+            continue
+        num = pd.to_numeric(out[col], errors="coerce")
+        bad = num.isna() & out[col].notna()
+        if bad.any():
+            raise ForesightError(
+                f"column {col!r} has non-numeric value {out[col][bad].iloc[0]!r} "
+                f"(row {int(np.flatnonzero(bad.to_numpy())[0])})")
+        out[col] = num.astype("float64")
+    for col in IDENTITY_COLUMNS + CONTEXT_COLUMNS:
+        if col in out.columns:
+            out[col] = out[col].astype("string").fillna("")
+    if "sharing" in out.columns:
+        odd = set(out["sharing"].unique()) - SHARING_VALUES - {""}
+        if odd:
+            raise ForesightError(f"column 'sharing' has unknown value {sorted(odd)[0]!r} "
+                                 f"(expected one of {', '.join(sorted(SHARING_VALUES))})")
+    if require_targets:
+        for col in TARGET_COLUMNS:
+            if col not in out.columns:
+                raise ForesightError(f"pair table has no target column {col!r}")
+            y = out[col]
+            bad = y.isna() | (y <= 0) | (y > 2)
+            if bad.any():
+                raise ForesightError(
+                    f"column {col!r} must lie in (0, 2]; row {int(np.flatnonzero(bad.to_numpy())[0])}"
+                    f" has {y[bad].iloc[0]!r}")
+    return out
+
+
+def load_gavel_pairs(root: str | Path, gpu: str, source: str = "physical") -> pd.DataFrame:
+    """Single-GPU co-locations of one GPU type from Gavel's flattened throughput CSV.
+
+    Keeps scale_a == scale_b == 1, drops pairs with a zero (unmeasured/infeasible)
+    throughput, and keeps each unordered pair once (Gavel lists both orders).
+    """
+    path = Path(root) / "gavel_pairs_flat.csv"
+    if not path.is_file():
+        raise ForesightError(f"Gavel pair file not found: {path}")
+    raw = pd.read_csv(path)
+    d = raw[(raw["scale_a"] == 1) & (raw["scale_b"] == 1) & (raw["gpu"] == gpu)
+            & (raw["source"] == source)]
+    d = d[(d["colo_thr_a"] > 0) & (d["colo_thr_b"] > 0)
+          & (d["solo_thr_a"] > 0) & (d["solo_thr_b"] > 0)]
+    d = d[d["job_a"] <= d["job_b"]]  # one row per unordered pair
+    if d.empty:
+        raise ForesightError(f"no single-GPU Gavel pairs for gpu={gpu!r} source={source!r}")
+    return pd.DataFrame({
+        "a_workload": d["job_a"].to_numpy(), "b_workload": d["job_b"].to_numpy(),
+        "gpu_model": gpu, "sharing": "timeslice",
+        "a_speed": d["norm_speed_a"].to_numpy(), "b_speed": d["norm_speed_b"].to_numpy(),
+    }).reset_index(drop=True)

@@ -106,7 +106,10 @@ class PrometheusSource(MetricSource):
         except requests.exceptions.Timeout:
             raise SourceUnavailable(f"Prometheus at {self.url} did not answer within "
                                     f"{self.timeout_s:g}s ({self.retries} retries)") from None
-        except requests.exceptions.ConnectionError:
+        except requests.exceptions.ConnectionError as exc:
+            if "timed out" in str(exc):  # urllib3 wraps exhausted read timeouts as connection errors
+                raise SourceUnavailable(f"Prometheus at {self.url} did not answer within "
+                                        f"{self.timeout_s:g}s ({self.retries} retries)") from None
             raise SourceUnavailable(f"cannot reach Prometheus at {self.url} "
                                     f"(connection failed after {self.retries} retries)") from None
         except requests.exceptions.RequestException as exc:

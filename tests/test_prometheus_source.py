@@ -1,0 +1,231 @@
+"""The Prometheus source against a real `prometheus` binary, and its one-line errors."""
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from features.catalog import LabelConfig
+from features.ingest import ingest, parse_duration, parse_time
+from features.openmetrics import backfill, write_openmetrics
+from features.prometheus import PrometheusSource, split_range
+from foresight.errors import ForesightError, MetricMissing, SourceUnavailable
+from promserver import PrometheusServer, free_port
+
+needs_prometheus = pytest.mark.skipif(
+    shutil.which("prometheus") is None or shutil.which("promtool") is None,
+    reason="prometheus/promtool not installed (make test installs Debian's package)")
+
+
+def test_split_range_covers_every_point_within_the_limit():
+    step = 15.0
+    start, end = 1_000_000.0, 1_000_000.0 + 25_000 * step
+    chunks = split_range(start, end, step, max_points=11_000)
+    points = set()
+    for lo, hi in chunks:
+        grid = np.arange(lo, hi + step / 2, step)
+        assert len(grid) <= 11_000
+        points.update(grid.tolist())
+    assert points == set(np.arange(start, end + step / 2, step).tolist())
+    assert chunks[0][0] == start and chunks[-1][1] == end
+
+
+def test_split_range_single_chunk_when_small():
+    assert split_range(0, 100, 10) == [(0, 100)]
+
+
+@pytest.mark.parametrize("text,seconds", [("30s", 30), ("15m", 900), ("6h", 21600), ("7d", 604800)])
+def test_parse_duration(text, seconds):
+    assert parse_duration(text).total_seconds() == seconds
+
+
+@pytest.mark.parametrize("bad", ["7", "d7", "-1d", "7 days", ""])
+def test_parse_duration_rejects(bad):
+    with pytest.raises(ForesightError, match="invalid duration"):
+        parse_duration(bad)
+
+
+def test_parse_time_rejects_garbage():
+    with pytest.raises(ForesightError, match="invalid time"):
+        parse_time("yesterday-ish")
+
+
+def _unreachable_url() -> str:
+    return f"http://127.0.0.1:{free_port()}"
+
+
+def test_unreachable_url_is_a_clear_error():
+    src = PrometheusSource(_unreachable_url(), retries=1, backoff_s=0.01, timeout_s=2)
+    with pytest.raises(SourceUnavailable, match="cannot reach Prometheus"):
+        src.check()
+
+
+class _Flaky(BaseHTTPRequestHandler):
+    """Answers 503 twice, then a valid vector: the retries must absorb the 5xx."""
+
+    calls = 0
+
+    def do_GET(self):  # noqa: N802 - http.server API
+        type(self).calls += 1
+        if type(self).calls <= 2:
+            self.send_response(503)
+            self.end_headers()
+            return
+        body = b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"1"]}]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def _serve(handler):
+    server = HTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_retries_absorb_transient_5xx():
+    _Flaky.calls = 0
+    server = _serve(_Flaky)
+    try:
+        src = PrometheusSource(f"http://127.0.0.1:{server.server_port}", retries=3, backoff_s=0.01)
+        src.check()
+        assert _Flaky.calls == 3
+    finally:
+        server.shutdown()
+
+
+def test_persistent_5xx_names_the_status():
+    class Down(_Flaky):
+        def do_GET(self):  # noqa: N802
+            self.send_response(502)
+            self.end_headers()
+
+    server = _serve(Down)
+    try:
+        src = PrometheusSource(f"http://127.0.0.1:{server.server_port}", retries=1, backoff_s=0.01)
+        with pytest.raises(SourceUnavailable, match="HTTP 502"):
+            src.check()
+    finally:
+        server.shutdown()
+
+
+def test_timeout_is_a_clear_error():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(5)  # accepts connections, never answers
+    try:
+        src = PrometheusSource(f"http://127.0.0.1:{listener.getsockname()[1]}", retries=0, timeout_s=0.5)
+        with pytest.raises(SourceUnavailable, match="did not answer within"):
+            src.check()
+    finally:
+        listener.close()
+
+
+def test_invalid_url_is_rejected_before_any_request():
+    with pytest.raises(ForesightError, match="invalid Prometheus URL"):
+        PrometheusSource("localhost:9090").check()
+
+
+# -- against the real binary -----------------------------------------------------------------
+
+STEP_S = 15
+POINTS = 12_000  # more than the 11,000-point limit of one range query
+
+
+def _history(end: pd.Timestamp) -> tuple[pd.DataFrame, pd.DataFrame]:
+    ts = pd.date_range(end=end, periods=POINTS, freq=f"{STEP_S}s")
+    rng = np.random.default_rng(7)
+    frames = []
+    for gpu, pod in (("0", "train-0"), ("1", "")):
+        for metric, scale in (("DCGM_FI_DEV_GPU_UTIL", 100), ("DCGM_FI_DEV_FB_USED", 81920)):
+            frames.append(pd.DataFrame({
+                "ts": ts, "node": "gpu-node-1", "gpu": gpu, "uuid": f"GPU-{gpu}",
+                "namespace": "ml" if pod else "", "pod": pod, "metric": metric,
+                # awkward floats on purpose: exact round trip needs shortest-repr formatting
+                "value": rng.random(POINTS) * scale / 3.0}))
+    pods = pd.DataFrame({"namespace": ["ml"], "pod": ["train-0"], "node": ["gpu-node-1"], "queue": ["research"],
+                         "priority": [100], "workload": ["resnet50"], "gpu_request": [1.0],
+                         "created": [ts[0] - pd.Timedelta(minutes=2)], "started": [ts[0]], "finished": [pd.NaT]})
+    return pd.concat(frames, ignore_index=True), pods
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory):
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("prometheus/promtool not installed (make test installs Debian's package)")
+    root = tmp_path_factory.mktemp("prom")
+    end = pd.Timestamp.now(tz="UTC").floor("min") - pd.Timedelta(hours=1)
+    samples, pods = _history(end)
+    om = root / "history.om"
+    write_openmetrics(om, samples=samples, pods=pods)
+    backfill(om, root / "tsdb")
+    with PrometheusServer(root / "tsdb", retention="30d") as server:
+        yield server, samples, pods
+
+
+@needs_prometheus
+def test_samples_round_trip_exactly_over_more_than_11000_points(backfilled):
+    server, samples, _ = backfilled
+    start, end = samples["ts"].min().to_pydatetime(), samples["ts"].max().to_pydatetime()
+    got = ingest(PrometheusSource(server.url), start, end, step_s=STEP_S,
+                 metrics=("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED")).samples
+    want = samples.sort_values(["metric", "node", "gpu", "ts"]).reset_index(drop=True)
+    assert len(got) == len(want) == 2 * 2 * POINTS
+    assert got.groupby(["metric", "gpu"]).size().min() == POINTS
+    assert (got["ts"].to_numpy() == want["ts"].to_numpy()).all()
+    assert np.array_equal(got["value"].to_numpy(), want["value"].to_numpy())  # exact, not approx
+    assert list(got["pod"].unique()) == ["train-0", ""]
+
+
+@needs_prometheus
+def test_pods_table_from_kube_state_metrics(backfilled):
+    server, samples, pods = backfilled
+    start, end = samples["ts"].min().to_pydatetime(), samples["ts"].max().to_pydatetime()
+    got = ingest(PrometheusSource(server.url), start, end, step_s=60,
+                 metrics=("DCGM_FI_DEV_GPU_UTIL",)).pods
+    assert len(got) == 1
+    row = got.iloc[0]
+    assert (row["namespace"], row["pod"], row["node"], row["queue"], row["workload"]) == \
+        ("ml", "train-0", "gpu-node-1", "research", "resnet50")
+    assert row["priority"] == 100 and row["gpu_request"] == 1.0
+    assert row["created"] == pods["created"].iloc[0] and row["started"] == pods["started"].iloc[0]
+    assert pd.isna(row["finished"])
+
+
+@needs_prometheus
+def test_missing_metric_is_named(backfilled):
+    server, samples, _ = backfilled
+    start, end = samples["ts"].min().to_pydatetime(), samples["ts"].max().to_pydatetime()
+    with pytest.raises(MetricMissing, match="DCGM_FI_DEV_POWER_USAGE"):
+        ingest(PrometheusSource(server.url), start, end, step_s=60, metrics=("DCGM_FI_DEV_POWER_USAGE",))
+
+
+@needs_prometheus
+def test_empty_time_range_is_rejected(backfilled):
+    server, samples, _ = backfilled
+    t = samples["ts"].max().to_pydatetime()
+    with pytest.raises(ForesightError, match="empty time range"):
+        ingest(PrometheusSource(server.url), t, t, step_s=60)
+
+
+@needs_prometheus
+def test_wrong_credentials_are_a_clear_error(tmp_path):
+    bcrypt = pytest.importorskip("bcrypt")
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(rounds=4)).decode()
+    web = f"basic_auth_users:\n  foresight: {hashed}\n"
+    with PrometheusServer(tmp_path / "tsdb", web_config=web) as server:
+        PrometheusSource(server.url, username="foresight", password="s3cret").check()
+        with pytest.raises(SourceUnavailable, match="rejected the credentials"):
+            PrometheusSource(server.url, username="foresight", password="wrong", retries=0).check()
+        with pytest.raises(SourceUnavailable, match="rejected the credentials"):
+            PrometheusSource(server.url, token="not-a-valid-token", retries=0).check()

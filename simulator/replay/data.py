@@ -1,0 +1,124 @@
+"""openb trace loading and the published workload protocol (shuffle, then tune to 1.3x).
+
+Protocol (../shared/traces/README.md, openb-2023): the cluster is the GPU nodes; pods are
+shuffled with the seed, then pods sampled uniformly with replacement are appended until the total
+GPU request reaches ``tune`` x cluster GPU capacity (a trace already above it is cut there).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from foresight.errors import ForesightError
+
+NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
+
+
+def _read(path: Path | str, required: tuple[str, ...], what: str) -> pd.DataFrame:
+    path = Path(path)
+    if not path.is_file():
+        raise ForesightError(f"{what} file not found: {path}")
+    try:
+        df = pd.read_csv(path)
+    except Exception as exc:  # pandas raises many types for a bad CSV
+        raise ForesightError(f"cannot read {what} CSV {path}: {type(exc).__name__}") from None
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ForesightError(f"{what} CSV {path} lacks columns: {', '.join(missing)}")
+    return df
+
+
+@dataclass(frozen=True)
+class Nodes:
+    """Node capacities as arrays (N nodes, G = most GPUs on a node)."""
+
+    name: np.ndarray
+    cpu: np.ndarray  # milli
+    mem: np.ndarray  # MiB
+    gpus: np.ndarray  # GPU count
+    model: np.ndarray  # str
+
+    @property
+    def gpu_capacity_milli(self) -> int:
+        return int(self.gpus.sum()) * 1000
+
+    def __len__(self) -> int:
+        return len(self.name)
+
+
+@dataclass(frozen=True)
+class Pods:
+    """Pod requests in arrival order."""
+
+    cpu: np.ndarray
+    mem: np.ndarray
+    num_gpu: np.ndarray
+    gpu_milli: np.ndarray  # per GPU; 1000 for pods of whole GPUs, 0 for CPU-only pods
+    spec: np.ndarray  # '' or 'A|B' allowed GPU models
+
+    @property
+    def gpu_request(self) -> np.ndarray:
+        """Total milli-GPUs each pod asks for."""
+        return self.num_gpu * self.gpu_milli
+
+    def __len__(self) -> int:
+        return len(self.cpu)
+
+    def take(self, idx: np.ndarray) -> Pods:
+        return Pods(self.cpu[idx], self.mem[idx], self.num_gpu[idx], self.gpu_milli[idx],
+                    self.spec[idx])
+
+
+def load_nodes(path: Path | str) -> Nodes:
+    df = _read(path, NODE_COLUMNS, "nodes")
+    df = df[df["gpu"].fillna(0) > 0]  # the published cluster is the GPU nodes
+    if df.empty:
+        raise ForesightError(f"nodes CSV {path} has no GPU node")
+    return Nodes(df["sn"].astype(str).to_numpy(), df["cpu_milli"].to_numpy(np.int64),
+                 df["memory_mib"].to_numpy(np.int64), df["gpu"].to_numpy(np.int64),
+                 df["model"].fillna("").astype(str).to_numpy())
+
+
+def load_pods(path: Path | str) -> Pods:
+    df = _read(path, POD_COLUMNS, "pods")
+    num = df["num_gpu"].fillna(0).to_numpy(np.int64)
+    milli = df["gpu_milli"].fillna(0).to_numpy(np.int64)
+    if (num < 0).any() or ((num == 1) & ((milli <= 0) | (milli > 1000))).any():
+        raise ForesightError(f"pods CSV {path}: num_gpu must be >= 0 and gpu_milli in 1..1000")
+    # num_gpu > 1 means whole GPUs whatever gpu_milli says
+    milli = np.where(num > 1, 1000, np.where(num == 0, 0, milli))
+    spec = (df["gpu_spec"].fillna("").astype(str).to_numpy() if "gpu_spec" in df
+            else np.full(len(df), "", dtype=object))
+    return Pods(df["cpu_milli"].fillna(0).to_numpy(np.int64),
+                df["memory_mib"].fillna(0).to_numpy(np.int64), num, milli, spec)
+
+
+def build_workload(pods: Pods, capacity_milli: int, tune: float, seed: int) -> Pods:
+    """Shuffle with ``seed``; append sampled pods (or cut) until GPU request >= tune x capacity."""
+    rng = np.random.default_rng(seed)
+    order = rng.permutation(len(pods))
+    if tune <= 0:
+        return pods.take(order)
+    target = tune * capacity_milli
+    req = pods.gpu_request
+    total = req.sum()
+    if total >= target:
+        cut = int(np.searchsorted(np.cumsum(req[order]), target)) + 1
+        return pods.take(order[:cut])
+    if total <= 0:
+        raise ForesightError("the pod trace asks for no GPU; cannot tune it to a GPU load")
+    extra: list[np.ndarray] = []
+    while total < target:  # draw in batches; trim to the pod that crosses the target
+        draw = rng.integers(0, len(pods), size=max(64, int((target - total) / req.mean()) + 64))
+        cum = total + np.cumsum(req[draw])
+        stop = int(np.searchsorted(cum, target))
+        if stop < len(draw):
+            extra.append(draw[: stop + 1])
+            break
+        extra.append(draw)
+        total = cum[-1]
+    return pods.take(np.concatenate([order, *extra]))

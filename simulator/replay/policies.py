@@ -1,0 +1,201 @@
+"""Placement policies of the openb replay: the five FGD-paper baselines, FGD, and Foresight.
+
+Each policy scores feasible nodes (higher is better; the engine breaks ties at random, as
+kube-scheduler's selectHost does) and the GPU slots of a node (the engine takes the best slot of
+the chosen node, lowest index on ties).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduler_hook.fragmentation import (ShapeMix, ShapeMixTracker, fragmentation_increase,
+                                          level_stats)
+from simulator.replay.cluster import MILLI, Cluster
+from simulator.replay.data import Pods
+
+
+@dataclass(frozen=True)
+class Pod:
+    cpu: int
+    mem: int
+    num_gpu: int
+    milli: int
+    spec: str
+
+    @property
+    def shared(self) -> bool:
+        return self.num_gpu == 1 and self.milli < MILLI
+
+
+class Policy:
+    name = "base"
+
+    def reset(self, cluster: Cluster, trace: Pods) -> None:
+        """Called once before the replay; ``trace`` is the whole pod CSV (only FGD may use it)."""
+        self.cluster = cluster
+
+    def observe(self, pod: Pod) -> None:
+        """The pod has arrived (before it is scored)."""
+
+    def placed(self, node: int, slots: list[int], pod: Pod) -> None:
+        """The pod was bound to ``node`` (GPU ``slots``)."""
+
+    def score(self, pod: Pod, node_ok: np.ndarray, slots: np.ndarray,
+              ) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+
+def _bestfit_slots(c: Cluster, pod: Pod) -> np.ndarray:
+    """Shared GPUs: the GPU with least free milli that fits first (open-gpu-share's choice)."""
+    return -c.gpu_free.astype(float)
+
+
+class RandomFit(Policy):
+    name = "random"
+
+    def score(self, pod, node_ok, slots):
+        return np.zeros(len(node_ok)), _bestfit_slots(self.cluster, pod)
+
+
+class DotProduct(Policy):
+    """Tetris-style alignment; FGD paper's variant: smallest dot product of free x request."""
+
+    name = "dotprod"
+
+    def score(self, pod, node_ok, slots):
+        c = self.cluster
+        nd = c.nodes
+        gpu_cap = np.maximum(nd.gpus * MILLI, 1)
+        dot = (c.cpu_free / nd.cpu) * (pod.cpu / nd.cpu) + \
+              (c.gpu_free.sum(axis=1) / gpu_cap) * (pod.num_gpu * pod.milli / gpu_cap)
+        return -dot, _bestfit_slots(c, pod)
+
+
+class BestFit(Policy):
+    """Least remaining (CPU + GPU, each as a share of the node) after placement."""
+
+    name = "bestfit"
+
+    def score(self, pod, node_ok, slots):
+        c = self.cluster
+        nd = c.nodes
+        left = (c.cpu_free - pod.cpu) / nd.cpu + \
+               (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (nd.gpus * MILLI)
+        return -left, _bestfit_slots(c, pod)
+
+
+class GpuPacking(Policy):
+    """Shared GPUs that fit first, then nodes with GPUs in use, then idle nodes."""
+
+    name = "gpupacking"
+
+    def score(self, pod, node_ok, slots):
+        c = self.cluster
+        partly = (c.gpu_free < MILLI) & c.slot_exists
+        busy = partly.any(axis=1).astype(float)
+        if pod.shared:
+            sharable = partly & (c.gpu_free >= pod.milli) & (c.gpu_free > 0)
+            busy = busy + sharable.any(axis=1)
+        return busy, _bestfit_slots(c, pod)
+
+
+class GpuClustering(Policy):
+    """Pods with the same GPU request go together: prefer GPUs/nodes already serving that size."""
+
+    name = "gpuclustering"
+
+    def reset(self, cluster, trace):
+        super().reset(cluster, trace)
+        self.tag = np.zeros(cluster.shape, dtype=np.int64)  # milli of the pods a GPU serves
+
+    def placed(self, node, slots, pod):
+        for s in slots:
+            if self.tag[node, s] == 0:
+                self.tag[node, s] = pod.milli
+        if self.cluster.gpu_free[node].sum() == self.cluster.nodes.gpus[node] * MILLI:
+            self.tag[node] = 0
+
+    def score(self, pod, node_ok, slots):
+        same = (self.tag == pod.milli) & (pod.num_gpu > 0)
+        slot_score = same * 2.0 * MILLI - self.cluster.gpu_free
+        return same.sum(axis=1).astype(float), slot_score
+
+
+class FGD(Policy):
+    """Fragmentation gradient descent with shape frequencies from the whole trace (published).
+
+    Scores are quantized like the published plugin: int(sigmoid(-increase/1000) * 100).
+    """
+
+    name = "fgd"
+    coverage = 0.95  # typical pods: most popular shapes covering 95% of pods
+
+    def reset(self, cluster, trace):
+        super().reset(cluster, trace)
+        self.set_mix(ShapeMix.from_pods(trace.cpu, trace.gpu_milli, trace.num_gpu, trace.spec,
+                                        coverage=self.coverage))
+
+    def set_mix(self, mix: ShapeMix) -> None:
+        self.mix = mix
+        self.levels = np.unique(np.maximum(mix.gpu_milli, 1))
+        self.stats = level_stats(self.cluster.gpu_free, self.levels)
+        self.acc = mix.access(self.cluster.nodes.model)
+
+    def placed(self, node, slots, pod):
+        if pod.num_gpu:
+            cnt, small = level_stats(self.cluster.gpu_free[node:node + 1], self.levels)
+            self.stats[0][node], self.stats[1][node] = cnt[0], small[0]
+
+    def increase(self, pod: Pod) -> np.ndarray:
+        c = self.cluster
+        return fragmentation_increase(c.gpu_free, c.cpu_free, self.mix, self.acc, pod.cpu,
+                                      pod.milli, pod.num_gpu, stats=self.stats)
+
+    def score(self, pod, node_ok, slots):
+        inc = self.increase(pod)
+        with np.errstate(over="ignore"):
+            q = np.floor(100.0 / (1.0 + np.exp(np.clip(inc, -1e6, 1e6) / 1000.0)))
+        q = np.where(slots, q, -1.0)
+        return q.max(axis=1), q
+
+
+class Foresight(FGD):
+    """FGD measure against the mix of shapes *already arrived* (exponentially weighted).
+
+    No oracle: the mix is learned online from arrivals. Scores are not quantized, and nodes
+    equally good for fragmentation are told apart by the tightest fit (least GPU then CPU left).
+    """
+
+    name = "foresight"
+    half_life = 5000.0
+
+    def reset(self, cluster, trace):
+        Policy.reset(self, cluster, trace)
+        self.tracker = ShapeMixTracker(half_life=self.half_life)
+        self._levels_key: tuple = ()
+        self.mix = ShapeMix.from_counts({})
+
+    def observe(self, pod):
+        self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec)
+        mix = self.tracker.mix()
+        key = tuple(np.unique(np.maximum(mix.gpu_milli, 1)))
+        if key != self._levels_key:  # a new per-GPU size appeared: rebuild level stats
+            self._levels_key = key
+            self.set_mix(mix)
+        else:
+            self.mix, self.acc = mix, mix.access(self.cluster.nodes.model)
+
+    def score(self, pod, node_ok, slots):
+        c = self.cluster
+        inc = self.increase(pod)
+        left = (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (c.nodes.gpus * MILLI) + \
+               (c.cpu_free - pod.cpu) / c.nodes.cpu
+        slot = np.where(slots, -inc - 1e-3 * c.gpu_free, -np.inf)
+        node = np.where(node_ok, (-inc).max(axis=1, initial=-np.inf, where=slots), -np.inf)
+        return node - 1e-3 * left, slot
+
+
+POLICIES: dict[str, type[Policy]] = {p.name: p for p in (
+    RandomFit, DotProduct, GpuClustering, GpuPacking, BestFit, FGD, Foresight)}

@@ -1,0 +1,158 @@
+"""Workload classes, GPU models, per-pod solo features and phase programmes.
+
+Where numbers come from:
+- Compute-phase power (fraction of the power limit) and micro-batch periods: Zeus
+  (data/seeds/power.json, derived from zeus-power/summary_power_<gpu>.csv by derive_seeds.py).
+- SM/tensor/DRAM activity levels, framebuffer footprints, PCIe rates and phase durations are
+  design assumptions (typical dcgm-exporter readings of these model families); no public
+  trace in ../shared/traces has per-kernel profiling counters. They are named here in one place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulator.seeds import load_seed
+
+# GPU datasheet constants: framebuffer (MiB as nvidia-smi reports it), max SM clock (MHz),
+# idle power (W, typical P8 reading), and which Zeus file calibrates the power fractions
+# (A100/H100 are not in Zeus: they borrow the A40 fractions, the closest Ampere part).
+GPU_SPECS = {
+    "A40": {"fb_mib": 46068, "sm_clock": 1740, "idle_w": 30.0, "zeus": "a40", "tdp_w": None},
+    "V100": {"fb_mib": 32510, "sm_clock": 1380, "idle_w": 35.0, "zeus": "v100", "tdp_w": None},
+    "P100": {"fb_mib": 16280, "sm_clock": 1328, "idle_w": 30.0, "zeus": "p100", "tdp_w": None},
+    "RTX6000": {"fb_mib": 24220, "sm_clock": 1770, "idle_w": 25.0, "zeus": "rtx6000",
+                "tdp_w": None},
+    "A100": {"fb_mib": 81920, "sm_clock": 1410, "idle_w": 55.0, "zeus": "a40", "tdp_w": 400.0},
+    "H100": {"fb_mib": 81559, "sm_clock": 1980, "idle_w": 70.0, "zeus": "a40", "tdp_w": 700.0},
+}
+
+
+@dataclass(frozen=True)
+class WorkloadClass:
+    name: str
+    kind: str            # train | serve | notebook
+    zeus: str            # power.json network key that calibrates the compute-phase power
+    sm: float            # DCGM_FI_PROF_SM_ACTIVE in steady compute (solo)
+    occ: float           # DCGM_FI_PROF_SM_OCCUPANCY
+    tensor: float        # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
+    dram: float          # DCGM_FI_PROF_DRAM_ACTIVE
+    pcie: float          # host<->device traffic in compute, share of ~16 GB/s (PCIe 4 x16)
+    fb_mib: float        # peak framebuffer
+    accum: int = 1       # micro-batches per optimizer step (sets the visible iteration period)
+    priority: int = 0
+
+
+# Iteration period = Zeus micro-batch period x `accum`: the optimizer step (gradient
+# all-reduce + update) is the dip that shows in SM activity at <= 1 s sampling.
+CATALOGUE = {w.name: w for w in [
+    WorkloadClass("resnet50", "train", "resnet50/imagenet", 0.88, 0.55, 0.45, 0.55, 0.30,
+                  14500, accum=8),
+    WorkloadClass("bert", "train", "bert_base_uncased/squad", 0.84, 0.45, 0.55, 0.45, 0.10,
+                  11000, accum=8),
+    WorkloadClass("llm-finetune", "train", "bert_base_uncased/sentiment140", 0.93, 0.35, 0.70,
+                  0.72, 0.08, 30000, accum=64),
+    WorkloadClass("recsys", "train", "ncf/movielens-1m", 0.35, 0.25, 0.10, 0.45, 0.45, 3500,
+                  accum=128),
+    WorkloadClass("speech", "train", "deepspeech2/librispeech", 0.70, 0.40, 0.30, 0.50, 0.15,
+                  9000, accum=4),
+    WorkloadClass("llm-serving", "serve", "bert_base_uncased/squad", 0.60, 0.30, 0.40, 0.80,
+                  0.05, 21000, priority=1000),
+    WorkloadClass("notebook", "notebook", "shufflenetv2/cifar100", 0.50, 0.30, 0.20, 0.35,
+                  0.10, 4000),
+]}
+
+# Phase activity relative to steady compute (SM/tensor/DRAM/power dynamic part) and PCIe
+# traffic (share of 16 GB/s: rx = host->device, tx = device->host). Assumptions.
+PHASE_LEVEL = {  # phase: (activity, pcie_rx, pcie_tx)
+    "startup": (0.08, 0.55, 0.02),
+    "compute": (1.0, 1.0, 0.3),
+    "eval": (0.55, 0.6, 0.1),
+    "checkpoint": (0.04, 0.02, 0.75),
+    "stall": (0.12, 0.05, 0.05),
+    "idle": (0.0, 0.0, 0.0),
+    "serving_busy": (1.0, 1.0, 0.6),
+    "serving_idle": (0.06, 0.05, 0.03),
+}
+PCIE_FULL_BYTES = 16e9
+
+
+def gpu_spec(model: str) -> dict:
+    """Datasheet constants plus the power limit (Zeus' highest limit for the calibrating GPU)."""
+    key = model.upper().replace("NVIDIA ", "").split("-")[0]
+    if key not in GPU_SPECS:
+        raise ValueError(f"unknown gpu_model {model!r}; known: {', '.join(GPU_SPECS)}")
+    spec = dict(GPU_SPECS[key], name=key)
+    zeus = load_seed("power.json")["gpus"][spec["zeus"]]
+    spec["tdp_w"] = spec["tdp_w"] or zeus["power_limit_w"]
+    spec["power_fraction"] = {k: v["power_fraction"] for k, v in zeus["networks"].items()}
+    spec["micro_period"] = {k: v["iteration_period_s"] for k, v in zeus["networks"].items()}
+    return spec
+
+
+def iteration_period(w: WorkloadClass, spec: dict) -> float:
+    """True solo iteration (optimizer step) period in seconds; NaN for non-training pods."""
+    if w.kind != "train":
+        return float("nan")
+    return spec["micro_period"][w.zeus] * w.accum
+
+
+def solo_features(w: WorkloadClass, spec: dict, rng: np.random.Generator, n: int = 1) -> dict:
+    """Per-pod solo steady-compute features: class means with a per-pod log-normal jitter
+    (batch size / model variants of the same class differ by ~15 %)."""
+    def jit(v: float, cap: float = 1.0) -> np.ndarray:
+        return np.clip(v * rng.lognormal(0.0, 0.15, n), 0.01, cap)
+
+    power_dyn = spec["power_fraction"][w.zeus] * spec["tdp_w"] - spec["idle_w"]
+    return {
+        "sm_active": jit(w.sm, 0.99), "sm_occupancy": jit(w.occ, 0.99),
+        "tensor_active": jit(w.tensor, 0.99), "dram_active": jit(w.dram, 0.99),
+        "pcie": jit(w.pcie), "fb_used_mib": jit(w.fb_mib, 0.92 * spec["fb_mib"]),
+        "power_dyn_w": jit(max(power_dyn, 5.0), spec["tdp_w"]),
+    }
+
+
+def phase_programme(w: WorkloadClass, t0: float, t1: float, rng: np.random.Generator,
+                    busy_prob=None) -> list[tuple[float, float, str]]:
+    """The sequence of (start, end, phase) of one pod running over [t0, t1) (seconds).
+
+    `busy_prob(t)` gives serving pods their diurnal probability of being under load.
+    """
+    out: list[tuple[float, float, str]] = []
+    t = t0
+
+    def add(d: float, phase: str) -> None:
+        nonlocal t
+        end = min(t + d, t1)
+        if end > t:
+            out.append((t, end, phase))
+        t = end
+
+    if w.kind == "serve":
+        add(rng.uniform(120, 400), "startup")  # weights load
+        while t < t1:
+            busy = rng.random() < busy_prob(t)
+            add(rng.exponential(600) + 60, "serving_busy" if busy else "serving_idle")
+        return out
+    if w.kind == "notebook":
+        add(rng.uniform(30, 120), "startup")
+        while t < t1:
+            add(rng.exponential(1500) + 60, "idle")
+            add(rng.exponential(240) + 30, "compute")
+        return out
+    add(rng.uniform(60, 400), "startup")
+    eval_every = rng.uniform(1200, 3600)      # seconds of compute between evaluations
+    ckpt_each = int(rng.integers(1, 4))       # checkpoint after every k-th evaluation
+    k = 0
+    while t < t1:
+        block_end = t + eval_every
+        while t < min(block_end, t1):        # compute, with communication stalls
+            add(min(rng.exponential(900) + 30, block_end - t), "compute")
+            if t < block_end and rng.random() < 0.5:
+                add(rng.uniform(10, 90), "stall")
+        k += 1
+        add(rng.uniform(60, 240), "eval")
+        if k % ckpt_each == 0:
+            add(rng.uniform(45, 180), "checkpoint")
+    return out

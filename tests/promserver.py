@@ -10,6 +10,9 @@ import time
 from pathlib import Path
 
 import requests
+import urllib3
+
+urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
 
 def free_port() -> int:
@@ -33,7 +36,8 @@ class PrometheusServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.web_config and "tls_server_config" in self.web_config else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 60.0) -> "PrometheusServer":
         exe = shutil.which("prometheus")
@@ -58,7 +62,7 @@ class PrometheusServer:
                 raise RuntimeError(f"prometheus exited with {self.proc.returncode}: "
                                    f"{Path(self.log.name).read_text()[-2000:]}")
             try:
-                r = requests.get(f"{self.url}/-/ready", timeout=1)
+                r = requests.get(f"{self.url}/-/ready", timeout=1, verify=False)
                 if r.status_code in (200, 401):  # 401: up, behind basic auth
                     return self
             except requests.RequestException:

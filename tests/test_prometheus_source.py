@@ -229,3 +229,23 @@ def test_wrong_credentials_are_a_clear_error(tmp_path):
             PrometheusSource(server.url, username="foresight", password="wrong", retries=0).check()
         with pytest.raises(SourceUnavailable, match="rejected the credentials"):
             PrometheusSource(server.url, token="not-a-valid-token", retries=0).check()
+
+
+@needs_prometheus
+def test_tls_with_ca_file_and_a_clear_error_without(tmp_path):
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("openssl not installed: cannot make a test certificate")
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run([openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key),
+                    "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    web = f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+    with PrometheusServer(tmp_path / "tsdb", web_config=web) as server:
+        assert server.url.startswith("https://")
+        PrometheusSource(server.url, ca_file=str(cert)).check()
+        PrometheusSource(server.url, insecure=True).check()
+        with pytest.raises(SourceUnavailable, match="TLS handshake"):
+            PrometheusSource(server.url, retries=0).check()

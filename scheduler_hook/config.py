@@ -1,0 +1,42 @@
+"""Extender configuration: the packaged defaults, overlaid by a user YAML file."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from foresight.errors import ForesightError
+
+DEFAULT_PATH = Path(__file__).with_name("default_config.yaml")
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(base[k], v) if isinstance(v, dict) and isinstance(base.get(k), dict) \
+            else v
+    return out
+
+
+def load_config(path: str | Path | None = None) -> dict[str, Any]:
+    """Defaults merged with `path`; unknown weight names or negative weights are user errors."""
+    cfg = yaml.safe_load(DEFAULT_PATH.read_text())
+    if path is None:
+        return cfg
+    try:
+        user = yaml.safe_load(Path(path).read_text()) or {}
+    except FileNotFoundError:
+        raise ForesightError(f"config not found: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ForesightError(f"config {path} is not YAML: {str(exc).splitlines()[0]}") from None
+    if not isinstance(user, dict):
+        raise ForesightError(f"config {path}: expected a mapping at top level")
+    merged = _merge(cfg, user)
+    for key in ("weights", "fallback_weights"):
+        for name, w in merged[key].items():
+            if name not in cfg[key]:
+                raise ForesightError(f"config {path}: unknown score component {name!r} in {key}")
+            if not isinstance(w, (int, float)) or w < 0:
+                raise ForesightError(f"config {path}: {key}.{name} must be a number >= 0")
+    return merged

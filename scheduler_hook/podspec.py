@@ -1,0 +1,145 @@
+"""What the hook needs to know about a pod, read from a v1.Pod dict (wire or snapshot).
+
+GPU demand is expressed per GPU in milli-GPUs (0-1000) times a GPU count, as in the openb
+trace: a whole-GPU pod asks `gpus` GPUs at 1000 each; a KAI fractional pod (`gpu-fraction` or
+`gpu-memory` annotation) asks one GPU at `milli` < 1000.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+GPU_RESOURCES = ("nvidia.com/gpu",)
+FRACTION_ANNOTATION = "gpu-fraction"
+MEMORY_ANNOTATION = "gpu-memory"  # MiB of one GPU, KAI convention
+GPU_INDEX_ANNOTATION = "foresight.io/gpu-index"  # our bind choice, "0" or "0,1"
+DEFERRABLE_ANNOTATION = "foresight.io/deferrable"
+SLO_ANNOTATION = "foresight.io/slo-min-speed"
+WORKLOAD_LABELS = ("foresight.io/workload", "app.kubernetes.io/name", "job-name")
+
+
+class PodSpecError(ValueError):
+    """The pod object is malformed (its message becomes the HTTP 400 reason)."""
+
+
+@dataclass(frozen=True)
+class PodRequest:
+    namespace: str
+    name: str
+    uid: str = ""
+    node: str = ""
+    phase: str = "Pending"
+    gpus: int = 0            # GPUs touched (1 for a fractional pod)
+    milli: int = 0           # milli-GPU per touched GPU (1000 for whole GPUs)
+    gpu_memory_mib: float = 0.0  # declared framebuffer per GPU, 0 when not declared
+    workload: str = ""
+    priority: int = 0
+    deferrable: bool = False
+    slo_min_speed: float = 0.0
+    gpu_index: tuple[int, ...] = field(default=())
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def fractional(self) -> bool:
+        return self.gpus == 1 and 0 < self.milli < 1000
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.gpus, self.milli)
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in ("Succeeded", "Failed")
+
+
+def _quantity(value: Any, what: str) -> Decimal:
+    try:
+        return parse_quantity(value)
+    except (ValueError, TypeError, InvalidOperation):
+        raise PodSpecError(f"{what}: not a Kubernetes quantity: {value!r}") from None
+
+
+def _float(value: Any, what: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise PodSpecError(f"{what}: not a number: {value!r}") from None
+
+
+def _container_gpus(spec: dict) -> int:
+    total = 0
+    for c in spec.get("containers") or []:
+        if not isinstance(c, dict):
+            raise PodSpecError("spec.containers: items must be objects")
+        res = c.get("resources") or {}
+        if not isinstance(res, dict):
+            raise PodSpecError("container resources must be an object")
+        for kind in ("limits", "requests"):
+            q = res.get(kind) or {}
+            if not isinstance(q, dict):
+                raise PodSpecError(f"resources.{kind} must be an object")
+            found = [q[r] for r in GPU_RESOURCES if r in q]
+            if found:
+                total += int(sum(_quantity(v, f"resources.{kind}") for v in found))
+                break  # limits win; requests only when limits absent
+    return total
+
+
+def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> PodRequest:
+    """Read a v1.Pod dict; raise PodSpecError for anything that is not a pod."""
+    if not isinstance(pod, dict):
+        raise PodSpecError("Pod must be an object")
+    meta = pod.get("metadata")
+    spec = pod.get("spec") or {}
+    if not isinstance(meta, dict) or not isinstance(spec, dict):
+        raise PodSpecError("Pod.metadata and Pod.spec must be objects")
+    name, ns = meta.get("name"), meta.get("namespace") or "default"
+    if not isinstance(name, str) or not name or not isinstance(ns, str):
+        raise PodSpecError("Pod.metadata.name must be a non-empty string")
+    ann = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    if not isinstance(ann, dict) or not isinstance(labels, dict):
+        raise PodSpecError("Pod annotations and labels must be objects")
+
+    gpus, milli, mem = _container_gpus(spec), 0, 0.0
+    if gpus:
+        milli = 1000
+    if MEMORY_ANNOTATION in ann:
+        mem = _float(ann[MEMORY_ANNOTATION], MEMORY_ANNOTATION)
+    if FRACTION_ANNOTATION in ann:
+        frac = _float(ann[FRACTION_ANNOTATION], FRACTION_ANNOTATION)
+        if not 0 < frac <= 1:
+            raise PodSpecError(f"{FRACTION_ANNOTATION} must be in (0, 1], got {frac}")
+        gpus, milli = 1, int(round(frac * 1000))
+    elif mem > 0 and not gpus:
+        gpus, milli = 1, -1  # size known only against a node's GPU memory; resolved per node
+
+    index: tuple[int, ...] = ()
+    if GPU_INDEX_ANNOTATION in ann:
+        try:
+            index = tuple(int(x) for x in str(ann[GPU_INDEX_ANNOTATION]).split(",") if x != "")
+        except ValueError:
+            raise PodSpecError(f"{GPU_INDEX_ANNOTATION}: not a list of integers") from None
+
+    workload = next((str(labels[k]) for k in workload_labels if labels.get(k)), "")
+    if not workload:
+        containers = spec.get("containers") or [{}]
+        workload = str((containers[0] or {}).get("image", "")) if containers else ""
+    prio = spec.get("priority") or 0
+    status = pod.get("status") or {}
+    return PodRequest(
+        namespace=ns, name=name, uid=str(meta.get("uid", "")),
+        node=str(spec.get("nodeName") or ""),
+        phase=str(status.get("phase", "Pending")) if isinstance(status, dict) else "Pending",
+        gpus=gpus, milli=milli, gpu_memory_mib=mem, workload=workload,
+        priority=int(_float(prio, "spec.priority")),
+        deferrable=str(ann.get(DEFERRABLE_ANNOTATION, "")).lower() in ("true", "1", "yes"),
+        slo_min_speed=_float(ann.get(SLO_ANNOTATION, 0), SLO_ANNOTATION),
+        gpu_index=index,
+    )

@@ -1,0 +1,15 @@
+"""Score components, one per module; `ALL` lists them in the order explanations show them."""
+from scheduler_hook.scores.carbon import CarbonWindow
+from scheduler_hook.scores.colocation import ColocationSafety
+from scheduler_hook.scores.fragmentation import Fragmentation
+from scheduler_hook.scores.health import GpuHealth
+from scheduler_hook.scores.memory_fit import MemoryFit
+from scheduler_hook.scores.packing import Packing
+from scheduler_hook.scores.power import PowerHeadroom
+from scheduler_hook.scores.reservation import Reservation
+
+ALL = (MemoryFit, ColocationSafety, Fragmentation, Reservation, PowerHeadroom, CarbonWindow,
+       GpuHealth, Packing)
+
+__all__ = ["ALL", "CarbonWindow", "ColocationSafety", "Fragmentation", "GpuHealth", "MemoryFit",
+           "Packing", "PowerHeadroom", "Reservation"]

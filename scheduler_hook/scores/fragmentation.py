@@ -1,0 +1,71 @@
+"""Fragmentation: the FGD measure (scheduler_hook.fragmentation) against the *forecast* shape
+mix from the demand model, or, before one exists, the mix of pods seen so far - never the
+future. Value 1 on the node whose expected fragmentation grows least among the candidates.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler_hook.fragmentation import ShapeMix, fragmentation_increase
+from scheduler_hook.scores.base import ComponentResult, Context, constant
+
+_NO_CPU_LIMIT = np.int64(1) << 40  # the hook leaves CPU fit to kube-scheduler
+
+
+def shape_mix(ctx: Context) -> tuple[ShapeMix, str]:
+    """The mix to score against, and where it came from."""
+    if "shape_mix" in ctx.cache:
+        return ctx.cache["shape_mix"]
+    model = ctx.providers.fresh("demand")
+    if model is not None:
+        counts = {k: float(v) for k, v in model.shape_mix().items()}
+        src = "forecast mix"
+    else:
+        counts = {k: float(v) for k, v in ctx.state.shape_counts.items()}
+        src = f"mix of {int(sum(counts.values()))} pods seen"
+    keep = int(ctx.cfg.get("fragmentation", {}).get("max_shapes", 32))
+    top = sorted(counts.items(), key=lambda kv: -kv[1])[:keep]
+    mix = ShapeMix.from_counts({(0, m, g, ""): c for (g, m), c in top if g > 0 and m > 0})
+    ctx.cache["shape_mix"] = (mix, src)
+    return mix, src
+
+
+def best_increase(ctx: Context) -> np.ndarray:
+    """(n, G) fragmentation increase per candidate first GPU (inf = cannot take the pod)."""
+    if "frag_inc" in ctx.cache:
+        return ctx.cache["frag_inc"]
+    mix, _ = shape_mix(ctx)
+    free = np.where(ctx.usable, ctx.free, 0.0).astype(np.int64)
+    cpu = np.full(ctx.n, _NO_CPU_LIMIT)
+    pod = ctx.pod
+    inc = np.full(free.shape, np.inf)
+    for need in np.unique(ctx.need):  # one value unless the pod is sized by gpu-memory
+        sel = ctx.need == need
+        inc[sel] = fragmentation_increase(free[sel], cpu[sel], mix, None, 0, int(need), pod.gpus)
+    ctx.cache["frag_inc"] = inc
+    return inc
+
+
+class Fragmentation:
+    name = "fragmentation"
+
+    def score(self, ctx: Context) -> ComponentResult:
+        if ctx.pod.gpus == 0:
+            return constant(ctx, 1.0, "no GPU requested")
+        mix, src = shape_mix(ctx)
+        inc = best_increase(ctx)
+        best = inc.min(axis=1) if inc.shape[1] else np.full(ctx.n, np.inf)
+        ok = np.isfinite(best)
+        if not ok.any():
+            return constant(ctx, 0.0, "no GPU can take the pod")
+        lo, hi = best[ok].min(), best[ok].max()
+        value = np.where(ok, 1.0 - (best - lo) / (hi - lo) if hi > lo else 1.0, 0.0)
+        value = np.clip(value, 0.0, 1.0)
+
+        def reason(j: int) -> str:
+            if not ok[j]:
+                return "no healthy GPU can take the pod"
+            return (f"expected fragmentation +{best[j]:.0f} milli-GPU (best candidate "
+                    f"+{lo:.0f}) against the {src}, {len(mix)} shapes")
+
+        return ComponentResult(value, reason)

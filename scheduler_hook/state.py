@@ -1,0 +1,295 @@
+"""In-memory cluster state, per node and per GPU, kept as numpy arrays for vectorized scoring.
+
+Rows are nodes; columns of the 2-D arrays are GPU slots (padded to the widest node) or resident
+pods (padded to `max_residents`). A node or pod event recomputes only that node's row, so a
+watch stream costs O(pods on the node) per event and scoring never rebuilds the whole table.
+Readers and writers share one lock; scoring holds it for a few milliseconds.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from kubernetes.utils import parse_quantity
+
+from scheduler_hook.podspec import GPU_RESOURCES, PodRequest, parse_pod
+
+PRODUCT_LABEL = "nvidia.com/gpu.product"
+MEMORY_LABEL = "nvidia.com/gpu.memory"
+DRAINED_ANNOTATION = "foresight.io/gpu-drained"     # "0,3" or "all"
+HEALTH_ANNOTATION = "foresight.io/gpu-health"       # {"0": {"xid": 79, "ecc_dbe": 1, ...}}
+POWER_CAP_KEY = "foresight.io/power-cap-watts"
+RACK_LABELS = ("foresight.io/rack", "topology.kubernetes.io/rack")
+REGION_LABEL = "topology.kubernetes.io/region"
+FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})  # DBE, row-remap, fell off bus
+
+
+@dataclass
+class NodeInfo:
+    name: str
+    gpu_count: int = 0
+    gpu_model: str = ""
+    gpu_mem_mib: float = 0.0
+    schedulable: bool = True
+    drained: frozenset[int] = frozenset()
+    drained_all: bool = False
+    health: dict[int, dict[str, float]] = field(default_factory=dict)
+    power_cap_w: float = float("nan")
+    rack: str = ""
+    region: str = ""
+
+
+def parse_node(obj: Any) -> NodeInfo:
+    """Read a v1.Node dict; GPU capacity from allocatable, model/memory from GFD labels."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        raise ValueError("Node must be an object with metadata")
+    meta, spec, status = obj["metadata"], obj.get("spec") or {}, obj.get("status") or {}
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        raise ValueError("Node.metadata.name must be a non-empty string")
+    labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+    alloc = status.get("allocatable") or status.get("capacity") or {}
+    gpus = sum(int(parse_quantity(alloc[r])) for r in GPU_RESOURCES if r in alloc)
+    ready = all(c.get("status") == "True" for c in status.get("conditions") or []
+                if isinstance(c, dict) and c.get("type") == "Ready")
+    drained_raw = str(ann.get(DRAINED_ANNOTATION, labels.get(DRAINED_ANNOTATION, ""))).strip()
+    drained = frozenset(int(x) for x in drained_raw.split(",") if x.strip().isdigit())
+    health: dict[int, dict[str, float]] = {}
+    if HEALTH_ANNOTATION in ann:
+        try:
+            health = {int(k): {m: float(v) for m, v in d.items()}
+                      for k, d in json.loads(ann[HEALTH_ANNOTATION]).items()}
+        except (ValueError, TypeError, AttributeError):
+            health = {}  # unreadable health annotation: treat as no news, never as unhealthy
+    cap = ann.get(POWER_CAP_KEY, labels.get(POWER_CAP_KEY))
+    mem = labels.get(MEMORY_LABEL)
+    return NodeInfo(
+        name=name, gpu_count=gpus, gpu_model=str(labels.get(PRODUCT_LABEL, "")),
+        gpu_mem_mib=float(mem) if mem and str(mem).replace(".", "", 1).isdigit() else 0.0,
+        schedulable=ready and not spec.get("unschedulable", False),
+        drained=drained, drained_all=drained_raw.lower() == "all", health=health,
+        power_cap_w=float(cap) if cap is not None else float("nan"),
+        rack=next((str(labels[k]) for k in RACK_LABELS if labels.get(k)), ""),
+        region=str(labels.get(REGION_LABEL, "")),
+    )
+
+
+class ClusterState:
+    """Nodes, bound pods and the shape mix seen so far; see module docstring."""
+
+    def __init__(self, max_gpus: int = 8, max_residents: int = 16) -> None:
+        self.lock = threading.RLock()
+        self.version = 0
+        self.ready = False
+        self.nodes: dict[str, NodeInfo] = {}
+        self.pods: dict[str, PodRequest] = {}
+        self.by_node: dict[str, set[str]] = {}
+        self.index: dict[str, int] = {}
+        self.names: list[str] = []
+        self.shape_counts: Counter[tuple[int, int]] = Counter()
+        self._shape_seen: set[str] = set()
+        self.workloads: dict[str, int] = {}
+        self.racks: dict[str, int] = {"": 0}
+        self._free_rows: list[int] = []
+        self._alloc(64, max_gpus, max_residents)
+
+    # ---- storage -------------------------------------------------------------------------
+    def _alloc(self, rows: int, gpus: int, residents: int) -> None:
+        old = self.__dict__.get("gpu_count")
+        n0 = 0 if old is None else len(old)
+        new = {
+            "live": np.zeros(rows, bool), "schedulable": np.zeros(rows, bool),
+            "gpu_count": np.zeros(rows, np.int32), "gpu_mem": np.zeros(rows),
+            "power_cap": np.full(rows, np.nan), "rack": np.zeros(rows, np.int32),
+            "free_milli": np.zeros((rows, gpus)), "gpu_exists": np.zeros((rows, gpus), bool),
+            "drained": np.zeros((rows, gpus), bool), "xid_fatal": np.zeros((rows, gpus), bool),
+            "ecc_dbe": np.zeros((rows, gpus)), "ecc_sbe": np.zeros((rows, gpus)),
+            "throttle": np.zeros((rows, gpus)),
+            "res_code": np.full((rows, residents), -1, np.int32),
+            "res_gpu": np.full((rows, residents), -1, np.int32),
+            "res_milli": np.zeros((rows, residents)), "res_fb": np.zeros((rows, residents)),
+            "res_slo": np.zeros((rows, residents)),
+        }
+        for key, arr in new.items():
+            if old is not None:
+                prev = self.__dict__[key]
+                arr[tuple(slice(0, s) for s in prev.shape)] = prev
+            setattr(self, key, arr)
+        self._free_rows.extend(range(rows - 1, n0 - 1, -1))
+        self.region = (self.__dict__.get("region") or []) + [""] * (rows - n0)
+
+    def _row_for(self, name: str) -> int:
+        if name in self.index:
+            return self.index[name]
+        if not self._free_rows:
+            g, k = self.free_milli.shape[1], self.res_code.shape[1]
+            self._alloc(2 * len(self.gpu_count), g, k)
+        row = self._free_rows.pop()
+        self.index[name] = row
+        while len(self.names) <= row:
+            self.names.append("")
+        self.names[row] = name
+        return row
+
+    def workload_code(self, workload: str) -> int:
+        if workload not in self.workloads:
+            self.workloads[workload] = len(self.workloads)
+        return self.workloads[workload]
+
+    # ---- events ------------------------------------------------------------------------
+    def upsert_node(self, obj: dict | NodeInfo) -> None:
+        info = obj if isinstance(obj, NodeInfo) else parse_node(obj)
+        with self.lock:
+            if info.gpu_count > self.free_milli.shape[1]:
+                self._alloc(len(self.gpu_count), info.gpu_count, self.res_code.shape[1])
+            self.nodes[info.name] = info
+            self.racks.setdefault(info.rack, len(self.racks))
+            self._recompute(info.name)
+
+    def delete_node(self, name: str) -> None:
+        with self.lock:
+            self.nodes.pop(name, None)
+            row = self.index.pop(name, None)
+            if row is not None:
+                self.live[row] = False
+                self.names[row] = ""
+                self._free_rows.append(row)
+            self.version += 1
+
+    def upsert_pod(self, obj: dict | PodRequest) -> None:
+        pod = obj if isinstance(obj, PodRequest) else parse_pod(obj)
+        with self.lock:
+            self.observe_shape(pod)
+            old = self.pods.get(pod.key)
+            if pod.terminal or not pod.node or pod.gpus == 0:
+                self.pods.pop(pod.key, None)
+            else:
+                self.pods[pod.key] = pod
+                self.by_node.setdefault(pod.node, set()).add(pod.key)
+            if old is not None and old.node and old.node != pod.node:
+                self.by_node.get(old.node, set()).discard(pod.key)
+                self._recompute(old.node)
+            if pod.node:
+                if pod.key not in self.pods:
+                    self.by_node.get(pod.node, set()).discard(pod.key)
+                self._recompute(pod.node)
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        key = f"{namespace}/{name}"
+        with self.lock:
+            old = self.pods.pop(key, None)
+            if old is not None:
+                self.by_node.get(old.node, set()).discard(key)
+                self._recompute(old.node)
+
+    def observe_shape(self, pod: PodRequest) -> None:
+        """Count each pod's GPU shape once: the 'mix seen so far' the fragmentation score uses."""
+        if pod.gpus and pod.milli > 0 and pod.key not in self._shape_seen:
+            self._shape_seen.add(pod.key)
+            self.shape_counts[pod.shape] += 1
+
+    def replace_all(self, nodes: list[dict], pods: list[dict]) -> None:
+        """A full list: drop everything and load again (first list and every resync)."""
+        with self.lock:
+            keep_shapes = (self.shape_counts.copy(), set(self._shape_seen))
+            g, k = self.free_milli.shape[1], self.res_code.shape[1]
+            fresh = ClusterState(max_gpus=g, max_residents=k)
+            lock, ready, version = self.lock, self.ready, self.version
+            self.__dict__.update(fresh.__dict__)
+            self.lock, self.ready, self.version = lock, ready, version + 1
+            self.shape_counts, self._shape_seen = keep_shapes
+            for n in nodes:
+                self.upsert_node(n)
+            for p in pods:
+                self.upsert_pod(p)
+
+    def replace_nodes(self, nodes: list[dict]) -> None:
+        """A full node list (watch resync): upsert all, drop the ones no longer listed."""
+        infos = [parse_node(n) for n in nodes]
+        with self.lock:
+            for gone in set(self.nodes) - {i.name for i in infos}:
+                self.delete_node(gone)
+            for info in infos:
+                self.upsert_node(info)
+
+    def replace_pods(self, pods: list[dict], workload_labels: tuple[str, ...] | None = None
+                     ) -> None:
+        """A full pod list (watch resync): upsert all, drop the ones no longer listed."""
+        parsed = [parse_pod(p, workload_labels) if workload_labels else parse_pod(p)
+                  for p in pods]
+        with self.lock:
+            keys = {p.key for p in parsed}
+            for key in [k for k in self.pods if k not in keys]:
+                ns, _, name = key.partition("/")
+                self.delete_pod(ns, name)
+            for pod in parsed:
+                self.upsert_pod(pod)
+
+    # ---- row computation ---------------------------------------------------------------
+    def _recompute(self, name: str) -> None:
+        self.version += 1
+        info = self.nodes.get(name)
+        if info is None:
+            return  # pods on a node we have not seen yet: recomputed when the node arrives
+        r = self._row_for(name)
+        g = info.gpu_count
+        self.live[r], self.schedulable[r] = True, info.schedulable
+        self.gpu_count[r], self.gpu_mem[r] = g, info.gpu_mem_mib
+        self.power_cap[r], self.rack[r] = info.power_cap_w, self.racks[info.rack]
+        self.region[r] = info.region
+        exists = np.arange(self.free_milli.shape[1]) < g
+        self.gpu_exists[r] = exists
+        free = np.where(exists, 1000.0, 0.0)
+        self.drained[r] = exists & (info.drained_all | np.isin(np.arange(len(exists)),
+                                                               list(info.drained)))
+        for arr, key in ((self.ecc_dbe, "ecc_dbe"), (self.ecc_sbe, "ecc_sbe"),
+                         (self.throttle, "throttle")):
+            arr[r] = 0.0
+            for gi, d in info.health.items():
+                if gi < len(exists):
+                    arr[r, gi] = d.get(key, 0.0)
+        self.xid_fatal[r] = False
+        for gi, d in info.health.items():
+            if gi < len(exists) and int(d.get("xid", 0)) in FATAL_XIDS:
+                self.xid_fatal[r, gi] = True
+        self.res_code[r], self.res_gpu[r], self.res_milli[r] = -1, -1, 0.0
+        self.res_fb[r], self.res_slo[r] = 0.0, 0.0
+        K = self.res_code.shape[1]
+        pods = sorted((self.pods[k] for k in self.by_node.get(name, ()) if k in self.pods),
+                      key=lambda p: p.key)
+        for i, pod in enumerate(pods):
+            milli = pod.milli if pod.milli > 0 else (
+                min(1000.0, 1000.0 * pod.gpu_memory_mib / info.gpu_mem_mib)
+                if info.gpu_mem_mib else 1000.0)
+            used = [x for x in pod.gpu_index if 0 <= x < g]
+            if not used:  # where it actually runs is unknown: tightest GPUs that fit
+                order = np.argsort(np.where(free[:g] >= milli, free[:g], np.inf), kind="stable")
+                used = [int(x) for x in order[:pod.gpus] if free[x] >= milli]
+            for x in used:
+                free[x] -= milli
+            if i < K:  # residents beyond K still count in free_milli, not in interference
+                self.res_code[r, i] = self.workload_code(pod.workload)
+                self.res_gpu[r, i] = used[0] if len(used) == 1 else -1
+                self.res_milli[r, i] = milli * max(1, len(used))
+                self.res_fb[r, i] = pod.gpu_memory_mib or milli / 1000 * info.gpu_mem_mib
+                self.res_slo[r, i] = pod.slo_min_speed
+        self.free_milli[r] = np.maximum(free, 0.0)
+
+    # ---- reads ---------------------------------------------------------------------------
+    def rows(self, names: list[str]) -> tuple[np.ndarray, list[str]]:
+        """Row indices of the known names, in input order, and those names (unknowns dropped)."""
+        idx, known = [], []
+        get = self.index.get
+        for n in names:
+            r = get(n)
+            if r is not None:
+                idx.append(r)
+                known.append(n)
+        return np.asarray(idx, dtype=np.int64), known
+
+    def all_names(self) -> list[str]:
+        return [n for n in self.names if n]

@@ -1,0 +1,94 @@
+"""The `k8s.io/kube-scheduler/extender/v1` wire format: Go field names as JSON keys.
+
+Parsing is strict about shape (a malformed body is the caller's error: HTTP 400 with the
+reason) and lenient about content (unknown node names are simply not scored).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+class WireError(ValueError):
+    """Malformed extender request; the message is the 400 reason."""
+
+
+@dataclass
+class ExtenderArgs:
+    pod: dict[str, Any]
+    names: list[str]
+    node_objects: list[dict] | None   # set when nodeCacheCapable is false
+    cache_capable: bool
+
+
+def _object(body: bytes) -> dict:
+    try:
+        doc = orjson.loads(body)
+    except orjson.JSONDecodeError as exc:
+        raise WireError(f"body is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise WireError("body must be a JSON object")
+    return doc
+
+
+def parse_args(body: bytes) -> ExtenderArgs:
+    """ExtenderArgs{Pod, Nodes, NodeNames}; exactly one of Nodes/NodeNames carries the nodes."""
+    doc = _object(body)
+    pod = doc.get("Pod")
+    if not isinstance(pod, dict):
+        raise WireError("Pod must be an object (a v1.Pod)")
+    names_raw, nodes_raw = doc.get("NodeNames"), doc.get("Nodes")
+    if names_raw is not None:
+        if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
+            raise WireError("NodeNames must be a list of strings or null")
+        return ExtenderArgs(pod, list(names_raw), None, True)
+    if nodes_raw is None:
+        raise WireError("one of Nodes or NodeNames must be set")
+    if not isinstance(nodes_raw, dict) or not isinstance(nodes_raw.get("items", []), list):
+        raise WireError("Nodes must be a v1.NodeList object with an items list")
+    items = nodes_raw.get("items") or []
+    names = []
+    for i, node in enumerate(items):
+        name = node.get("metadata", {}).get("name") if isinstance(node, dict) else None
+        if not isinstance(name, str) or not name:
+            raise WireError(f"Nodes.items[{i}].metadata.name must be a non-empty string")
+        names.append(name)
+    return ExtenderArgs(pod, names, items, False)
+
+
+def filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str],
+                  unresolvable: dict[str, str], error: str = "") -> dict[str, Any]:
+    """ExtenderFilterResult, answering in the mode the request came in."""
+    if args.cache_capable:
+        nodes, names = None, passed
+    else:
+        keep = set(passed)
+        nodes = {"metadata": {}, "items": [o for o, n in zip(args.node_objects or [], args.names)
+                                           if n in keep]}
+        names = None
+    return {"Nodes": nodes, "NodeNames": names, "FailedNodes": failed,
+            "FailedAndUnresolvableNodes": unresolvable, "Error": error}
+
+
+@dataclass
+class BindingArgs:
+    name: str
+    namespace: str
+    uid: str
+    node: str
+
+
+def parse_binding(body: bytes) -> BindingArgs:
+    doc = _object(body)
+    vals = {}
+    for key in ("PodName", "PodNamespace", "PodUID", "Node"):
+        v = doc.get(key, "")
+        if not isinstance(v, str):
+            raise WireError(f"{key} must be a string")
+        vals[key] = v
+    if not vals["PodName"] or not vals["Node"]:
+        raise WireError("PodName and Node must be non-empty")
+    return BindingArgs(vals["PodName"], vals["PodNamespace"] or "default", vals["PodUID"],
+                       vals["Node"])

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler_hook.fragmentation import (ShapeMix, ShapeMixTracker, fragmentation_increase,
-                                          level_stats)
+                                          level_stats, mix_levels)
 from simulator.replay.cluster import MILLI, Cluster
 from simulator.replay.data import Pods
 
@@ -139,7 +139,7 @@ class FGD(Policy):
 
     def set_mix(self, mix: ShapeMix) -> None:
         self.mix = mix
-        self.levels = np.unique(np.maximum(mix.gpu_milli, 1))
+        self.levels = mix_levels(mix)
         self.stats = level_stats(self.cluster.gpu_free, self.levels)
         self.acc = mix.access(self.cluster.nodes.model)
 
@@ -148,13 +148,13 @@ class FGD(Policy):
             cnt, small = level_stats(self.cluster.gpu_free[node:node + 1], self.levels)
             self.stats[0][node], self.stats[1][node] = cnt[0], small[0]
 
-    def increase(self, pod: Pod) -> np.ndarray:
+    def increase(self, pod: Pod, node_ok: np.ndarray) -> np.ndarray:
         c = self.cluster
         return fragmentation_increase(c.gpu_free, c.cpu_free, self.mix, self.acc, pod.cpu,
-                                      pod.milli, pod.num_gpu, stats=self.stats)
+                                      pod.milli, pod.num_gpu, stats=self.stats, nodes=node_ok)
 
     def score(self, pod, node_ok, slots):
-        inc = self.increase(pod)
+        inc = self.increase(pod, node_ok)
         with np.errstate(over="ignore"):
             q = np.floor(100.0 / (1.0 + np.exp(np.clip(inc, -1e6, 1e6) / 1000.0)))
         q = np.where(slots, q, -1.0)
@@ -174,13 +174,13 @@ class Foresight(FGD):
     def reset(self, cluster, trace):
         Policy.reset(self, cluster, trace)
         self.tracker = ShapeMixTracker(half_life=self.half_life)
-        self._levels_key: tuple = ()
+        self._levels_key: tuple | None = None
         self.mix = ShapeMix.from_counts({})
 
     def observe(self, pod):
         self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec)
         mix = self.tracker.mix()
-        key = tuple(np.unique(np.maximum(mix.gpu_milli, 1)))
+        key = tuple(mix_levels(mix))
         if key != self._levels_key:  # a new per-GPU size appeared: rebuild level stats
             self._levels_key = key
             self.set_mix(mix)
@@ -189,7 +189,7 @@ class Foresight(FGD):
 
     def score(self, pod, node_ok, slots):
         c = self.cluster
-        inc = self.increase(pod)
+        inc = self.increase(pod, node_ok)
         left = (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (c.nodes.gpus * MILLI) + \
                (c.cpu_free - pod.cpu) / c.nodes.cpu
         slot = np.where(slots, -inc - 1e-3 * c.gpu_free, -np.inf)

@@ -1,0 +1,224 @@
+"""Interference model: predicted speed (co-located / solo throughput) of each job of a pair.
+
+Gradient-boosted trees (LightGBM) over directed rows (self slowed by partner) with solo
+fingerprint features, their symmetric combinations and workload-identity encodings, a point
+prediction and a pessimistic `p10` of speed. The p10 comes from a quantile model corrected by
+split conformal calibration on workloads held out of its training set, so that about 10% of
+true speeds of *unseen* workloads fall below it (for known workloads it is conservative).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+
+from features.pairs import validate_pairs
+from foresight.errors import ForesightError
+from forecaster.interference_features import directed, numeric_features, side_features
+from forecaster.interference_identity import (IdentityEncoder,
+                                              out_of_fold_identity, workload_groups)
+
+SCHEMA_VERSION = 1
+_CATEGORICAL = ["gpu_model", "sharing"]
+_ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1}
+_FILES = ("point.txt", "p10.txt")
+
+
+class InterferenceModel:
+    """fit(pairs) / predict(pairs) / save(dir) / load(dir) over the pair table."""
+
+    def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05,
+                 num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
+                 calib_fraction: float = 0.25, n_folds: int = 5, use_identity: bool = True,
+                 n_threads: int = 1, seed: int = 0) -> None:
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.alpha = alpha
+        self.calib_fraction = calib_fraction
+        self.n_folds = n_folds
+        self.use_identity = use_identity
+        self.n_threads = n_threads
+        self.seed = seed
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, pairs: pd.DataFrame) -> "InterferenceModel":
+        pairs = validate_pairs(pairs, require_targets=True)
+        d = directed(pairs)
+        self.side_features_ = side_features(d)
+        self.categories_ = {c: sorted(d[c].unique().tolist()) for c in _CATEGORICAL if c in d}
+        self.identity_ = bool(self.use_identity and (d["self_workload"] != "").any())
+        if not self.side_features_ and not self.identity_:
+            raise ForesightError("pair table has neither solo features nor workload names")
+        X, y = self._train_matrix(d)
+        self.feature_names_ = list(X.columns)
+        self.point_ = self._train(X, y, {"objective": "regression"})
+        self._fit_p10(d)
+        self.encoder_ = self._encoder().fit(d["self_workload"], d["partner_workload"],
+                                            d["y"]) if self.identity_ else None
+        self.metrics_ = {"pairs": int(len(pairs)), "directed_rows": int(len(d)),
+                         "training_rows": int(len(X)), "conformal_offset": self.offset_,
+                         "calibration_rows": self.calibration_rows_,
+                         "workloads": int(d["self_workload"].nunique())}
+        return self
+
+    def _encoder(self) -> IdentityEncoder:
+        return IdentityEncoder(seed=self.seed)
+
+    def _fit_p10(self, d: pd.DataFrame) -> None:
+        # Split conformal, grouped by workload: the quantile model never sees the calibration
+        # workloads, so its scores there look like scores on a new workload.
+        rng = np.random.default_rng(self.seed + 1)
+        if self.identity_:
+            groups = workload_groups(np.concatenate([d["self_workload"], d["partner_workload"]]),
+                                     max(2, round(1 / self.calib_fraction)), self.seed + 1)
+            g = rng.integers(len(set(groups.values())))
+            calib = (d["self_workload"].map(groups).to_numpy() == g) | (
+                d["partner_workload"].map(groups).to_numpy() == g)
+        else:
+            ids = d["pair_id"].unique()
+            chosen = set(rng.choice(ids, max(1, int(len(ids) * self.calib_fraction)),
+                                    replace=False))
+            calib = d["pair_id"].isin(chosen).to_numpy()
+        proper, cal = d[~calib].reset_index(drop=True), d[calib].reset_index(drop=True)
+        if len(proper) < 10 or len(cal) < 10:
+            raise ForesightError(f"too few pairs to calibrate p10 ({len(d) // 2} pairs)")
+        Xp, yp = self._train_matrix(proper)
+        enc = (self._encoder().fit(proper["self_workload"], proper["partner_workload"],
+                                   proper["y"]) if self.identity_ else None)
+        Xc = self._matrix(cal, enc)[list(Xp.columns)]
+        self.p10_ = self._train(Xp, yp, {"objective": "quantile", "alpha": self.alpha})
+        scores = self.p10_.predict(Xc) - cal["y"].to_numpy()
+        n = len(scores)
+        level = min(1.0, math.ceil((n + 1) * (1 - self.alpha)) / n)
+        self.offset_ = float(np.quantile(scores, level, method="higher"))
+        self.calibration_rows_ = int(n)
+
+    def _train_matrix(self, d: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+        """Training features; identity encodings out of fold (see out_of_fold_identity)."""
+        if not self.identity_:
+            return self._matrix(d, None), d["y"].to_numpy()
+        idx, ids = out_of_fold_identity(d, self.n_folds, self.seed, {"seed": self.seed})
+        rows = d.iloc[idx].reset_index(drop=True)
+        base = self._matrix(rows, None)
+        return pd.concat([base, ids], axis=1), rows["y"].to_numpy()
+
+    def _matrix(self, d: pd.DataFrame, enc: IdentityEncoder | None) -> pd.DataFrame:
+        for f in self.side_features_:  # a column seen in training but absent now -> missing
+            for role in ("self", "partner"):
+                if f"{role}_{f}" not in d:
+                    d = d.assign(**{f"{role}_{f}": np.nan})
+        X, _ = numeric_features(d, self.side_features_)
+        for c, cats in self.categories_.items():
+            codes = pd.Categorical(d[c] if c in d else pd.Series([None] * len(d)),
+                                   categories=cats).codes
+            X[c] = np.where(codes < 0, np.nan, codes).astype(float)
+        if enc is not None:
+            X = pd.concat([X.reset_index(drop=True),
+                           enc.transform(d["self_workload"], d["partner_workload"])], axis=1)
+        return X.reset_index(drop=True)
+
+    def _train(self, X: pd.DataFrame, y: np.ndarray, extra: dict) -> lgb.Booster:
+        _, mono = numeric_features(pd.DataFrame({f"{r}_{f}": [0.0] for f in self.side_features_
+                                                 for r in ("self", "partner")}),
+                                   self.side_features_)
+        params = {"learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
+                  "min_data_in_leaf": self.min_child_samples, "feature_fraction": 0.9,
+                  "num_threads": self.n_threads, "seed": self.seed, "verbosity": -1,
+                  "deterministic": True, **extra}
+        if extra.get("objective") != "quantile":
+            # LightGBM refuses monotone constraints with the quantile objective; the p10 is
+            # capped by the (monotone) point prediction instead.
+            params["monotone_constraints"] = [mono.get(c, _ID_MONOTONE.get(c, 0)) for c in X]
+            params["monotone_constraints_method"] = "advanced"
+        cats = [c for c in X.columns if c in _CATEGORICAL]
+        ds = lgb.Dataset(X, y, categorical_feature=cats or "auto", free_raw_data=True)
+        return lgb.train(params, ds, num_boost_round=self.n_estimators)
+
+    # --------------------------------------------------------------- prediction
+    def predict(self, pairs: pd.DataFrame) -> pd.DataFrame:
+        """`a_speed_pred`, `b_speed_pred`, `a_speed_p10`, `b_speed_p10`, one row per pair."""
+        if not hasattr(self, "point_"):
+            raise ForesightError("interference model is not fitted")
+        pairs = validate_pairs(pairs, require_targets=False)
+        d = directed(pairs)
+        X = self._matrix(d, self.encoder_)
+        for c in self.feature_names_:
+            if c not in X:
+                X[c] = np.nan
+        X = X[self.feature_names_]
+        point = np.clip(self.point_.predict(X, num_threads=self.n_threads), 0.01, 2.0)
+        low = np.clip(self.p10_.predict(X, num_threads=self.n_threads) - self.offset_, 0.0, 2.0)
+        low = np.minimum(low, point)
+        n = len(pairs)
+        return pd.DataFrame({"a_speed_pred": point[:n], "b_speed_pred": point[n:],
+                             "a_speed_p10": low[:n], "b_speed_p10": low[n:]})
+
+    # ----------------------------------------------------------- persistence
+    def save(self, path: str | Path) -> Path:
+        out = Path(path)
+        out.mkdir(parents=True, exist_ok=True)
+        texts = {"point.txt": self.point_.model_to_string(),
+                 "p10.txt": self.p10_.model_to_string()}
+        for name, text in texts.items():
+            (out / name).write_text(text)
+        body = {
+            "schema_version": SCHEMA_VERSION, "kind": "interference",
+            "params": {k: getattr(self, k) for k in (
+                "n_estimators", "learning_rate", "num_leaves", "min_child_samples", "alpha",
+                "calib_fraction", "n_folds", "use_identity", "n_threads", "seed")},
+            "features": self.feature_names_, "side_features": self.side_features_,
+            "categories": self.categories_, "identity": self.identity_,
+            "encoder": self.encoder_.to_json() if self.encoder_ is not None else None,
+            "conformal_offset": self.offset_, "metrics": self.metrics_,
+            "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in texts.items()},
+        }
+        body["checksum"] = _digest(body)
+        (out / "manifest.json").write_text(json.dumps(body, indent=1, sort_keys=True))
+        return out
+
+    @classmethod
+    def load(cls, path: str | Path) -> "InterferenceModel":
+        src = Path(path)
+        try:
+            body = json.loads((src / "manifest.json").read_text())
+        except FileNotFoundError:
+            raise ForesightError(f"no manifest.json in model directory {src}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise ForesightError(f"manifest.json in {src} is not valid JSON") from None
+        if not isinstance(body, dict) or body.get("kind") != "interference":
+            raise ForesightError(f"{src} does not hold an interference model")
+        if body.get("schema_version") != SCHEMA_VERSION:
+            raise ForesightError(f"interference model schema {body.get('schema_version')!r} "
+                                 f"is not supported (expected {SCHEMA_VERSION})")
+        if body.get("checksum") != _digest({k: v for k, v in body.items() if k != "checksum"}):
+            raise ForesightError(f"manifest.json in {src} fails its checksum (tampered?)")
+        texts = {}
+        for name in _FILES:
+            try:
+                texts[name] = (src / name).read_text()
+            except (FileNotFoundError, UnicodeDecodeError):
+                raise ForesightError(f"model file {name} missing or unreadable in {src}") from None
+            if hashlib.sha256(texts[name].encode()).hexdigest() != body["files"].get(name):
+                raise ForesightError(f"model file {name} in {src} fails its checksum (tampered?)")
+        m = cls(**body["params"])
+        m.point_ = lgb.Booster(model_str=texts["point.txt"])
+        m.p10_ = lgb.Booster(model_str=texts["p10.txt"])
+        m.feature_names_ = body["features"]
+        m.side_features_ = body["side_features"]
+        m.categories_ = body["categories"]
+        m.identity_ = body["identity"]
+        m.encoder_ = IdentityEncoder.from_json(body["encoder"]) if body["encoder"] else None
+        m.offset_ = body["conformal_offset"]
+        m.metrics_ = body["metrics"]
+        return m
+
+
+def _digest(body: dict) -> str:
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

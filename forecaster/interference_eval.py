@@ -1,0 +1,121 @@
+"""Leave-one-workload-out evaluation of the interference model against its baselines.
+
+For each workload w, every pair involving w (on either side) is held out, the model and the
+baselines are fit on the rest, and both directions of each held-out pair are scored. Baselines
+(computed in the same run, on the same folds):
+- `always_1`: no slowdown ever (the trust model of blind packing);
+- `train_mean`: the mean training speed;
+- `util_rule`: speed = min(1, 100 / summed GPU utilization) -- the "summed utilization under
+  100%" rule as a speed; needs `gpu_util` (or `sm_active`) on both sides, otherwise n/a;
+- `util_linreg`: linear regression of speed on summed utilization; without utilization it
+  degrades to an intercept, i.e. the training mean.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import spearmanr
+from sklearn.linear_model import LinearRegression
+
+from features.pairs import validate_pairs
+from forecaster.interference import InterferenceModel
+from forecaster.interference_features import directed
+
+SAFE = 0.85
+METHODS = ["model", "always_1", "train_mean", "util_rule", "util_linreg"]
+
+
+def summed_util(d: pd.DataFrame) -> np.ndarray | None:
+    """Summed GPU utilization in percent of a directed table, or None when not measurable."""
+    if "self_gpu_util" in d and "partner_gpu_util" in d:
+        return (d["self_gpu_util"] + d["partner_gpu_util"]).to_numpy(float)
+    if "self_sm_active" in d and "partner_sm_active" in d:
+        return 100.0 * (d["self_sm_active"] + d["partner_sm_active"]).to_numpy(float)
+    return None
+
+
+def baselines(train: pd.DataFrame, test: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Baseline speed predictions for the directed rows of `test`, fit on `train` pairs."""
+    dtr, dte = directed(train), directed(test)
+    n = len(dte)
+    mean = float(dtr["y"].mean())
+    out = {"always_1": np.ones(n), "train_mean": np.full(n, mean)}
+    u_tr, u_te = summed_util(dtr), summed_util(dte)
+    if u_tr is None or u_te is None:
+        out["util_rule"] = np.full(n, np.nan)
+        out["util_linreg"] = np.full(n, mean)
+    else:
+        out["util_rule"] = np.minimum(1.0, 100.0 / np.maximum(np.nan_to_num(u_te, nan=0.0), 1e-9))
+        ok = ~np.isnan(u_tr)
+        lr = LinearRegression().fit(u_tr[ok].reshape(-1, 1), dtr["y"].to_numpy()[ok])
+        out["util_linreg"] = np.clip(lr.predict(np.nan_to_num(u_te, nan=np.nanmean(u_tr))
+                                                .reshape(-1, 1)), 0.01, 2.0)
+    return out
+
+
+def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
+                     workloads: list[str] | None = None) -> pd.DataFrame:
+    """Held-out predictions of every method, one row per (fold, pair, direction)."""
+    pairs = validate_pairs(pairs, require_targets=True)
+    wl = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
+    rows = []
+    for w in workloads or wl:
+        test_mask = (pairs["a_workload"] == w) | (pairs["b_workload"] == w)
+        train, test = pairs[~test_mask].reset_index(drop=True), pairs[test_mask].reset_index(drop=True)
+        if test.empty or len(train) < 20:
+            continue
+        m = InterferenceModel(**(model_params or {})).fit(train)
+        pred = m.predict(test)
+        dte = directed(test)
+        frame = pd.DataFrame({
+            "fold": w, "self_workload": dte["self_workload"],
+            "partner_workload": dte["partner_workload"], "y": dte["y"],
+            "model": np.concatenate([pred["a_speed_pred"], pred["b_speed_pred"]]),
+            "model_p10": np.concatenate([pred["a_speed_p10"], pred["b_speed_p10"]]),
+        })
+        for name, values in baselines(train, test).items():
+            frame[name] = values
+        rows.append(frame)
+    if not rows:
+        raise ValueError("no fold could be evaluated")
+    return pd.concat(rows, ignore_index=True)
+
+
+def score(preds: pd.DataFrame) -> pd.DataFrame:
+    """MAE, Spearman rank correlation and false-safe rate per method, plus p10 coverage.
+
+    False-safe rate: among held-out rows whose true speed is < 0.85, the share predicted
+    >= 0.85 (the co-locations a hook trusting the prediction would wrongly admit).
+    """
+    y = preds["y"].to_numpy()
+    unsafe = y < SAFE
+    out = []
+    for mth in METHODS:
+        p = preds[mth].to_numpy()
+        if np.isnan(p).all():
+            out.append({"method": mth, "mae": np.nan, "spearman": np.nan,
+                        "false_safe": np.nan, "p10_coverage": np.nan})
+            continue
+        rho = spearmanr(p, y).statistic if np.std(p) > 0 else np.nan
+        out.append({
+            "method": mth, "mae": float(np.mean(np.abs(p - y))), "spearman": float(rho),
+            "false_safe": float(np.mean(p[unsafe] >= SAFE)) if unsafe.any() else np.nan,
+            "p10_coverage": (float(np.mean(y < preds["model_p10"].to_numpy()))
+                             if mth == "model" else np.nan),
+        })
+    res = pd.DataFrame(out)
+    res["n_rows"] = len(preds)
+    res["n_unsafe"] = int(unsafe.sum())
+    return res
+
+
+def markdown_table(scores: pd.DataFrame, notes: dict[str, str] | None = None) -> str:
+    """Scores as a Markdown table; `notes` annotates methods (e.g. 'n/a: no utilization')."""
+    notes = notes or {}
+    lines = ["| method | MAE | Spearman | false-safe | p10 coverage | note |",
+             "|---|---|---|---|---|---|"]
+    fmt = lambda v, pct=False: "n/a" if pd.isna(v) else (f"{100 * v:.1f}%" if pct else f"{v:.4f}")
+    for r in scores.itertuples():
+        lines.append(f"| {r.method} | {fmt(r.mae)} | {fmt(r.spearman)} | {fmt(r.false_safe, True)}"
+                     f" | {fmt(r.p10_coverage, True)} | {notes.get(r.method, '')} |")
+    return "\n".join(lines)

@@ -180,3 +180,44 @@ class FakeKubeAPI:
                 self._send(404, {"kind": "Status", "code": 404})
 
         return Handler
+
+
+def make_node(name: str, gpus: int = 8, gpu_mem_mib: int = 81920, product: str = "NVIDIA-H100",
+              labels: dict | None = None, annotations: dict | None = None,
+              unschedulable: bool = False) -> dict:
+    """A v1.Node as kube-apiserver returns it, with GPU feature-discovery labels."""
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name,
+                                               "nvidia.com/gpu.product": product,
+                                               "nvidia.com/gpu.memory": str(gpu_mem_mib),
+                                               **(labels or {})},
+                     "annotations": dict(annotations or {})},
+        "spec": {"unschedulable": True} if unschedulable else {},
+        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus)},
+                   "capacity": {"cpu": "64", "memory": "512Gi", "nvidia.com/gpu": str(gpus)},
+                   "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def make_pod(name: str, namespace: str = "default", gpus: int = 0, fraction: float | None = None,
+             gpu_memory_mib: float | None = None, node: str = "", workload: str = "",
+             phase: str = "Pending", priority: int = 0, annotations: dict | None = None) -> dict:
+    """A v1.Pod asking whole GPUs (`gpus`) or a KAI share (`fraction` / `gpu_memory_mib`)."""
+    ann = dict(annotations or {})
+    if fraction is not None:
+        ann["gpu-fraction"] = str(fraction)
+    if gpu_memory_mib is not None:
+        ann["gpu-memory"] = str(gpu_memory_mib)
+    res = {"limits": {"nvidia.com/gpu": str(gpus)}, "requests": {"nvidia.com/gpu": str(gpus)}} \
+        if gpus else {}
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "uid": f"uid-{namespace}-{name}",
+                     "labels": {"foresight.io/workload": workload} if workload else {},
+                     "annotations": ann},
+        "spec": {"containers": [{"name": "main", "image": "busybox", "resources": res}],
+                 "nodeName": node or None, "priority": priority,
+                 "schedulerName": "foresight-scheduler"},
+        "status": {"phase": phase},
+    }

@@ -32,10 +32,11 @@ class ColocationSafety:
         s_in_t[present], s_res_t[present] = s_in_u, s_res_u
         s_in = ctx.lookup(s_in_t, codes, np.nan)
         s_res = ctx.lookup(s_res_t, codes, np.nan)
-        with np.errstate(all="ignore"):
-            worst_in = np.nan_to_num(np.nanmin(np.where(codes >= 0, s_in, np.nan), axis=1), nan=1.0)
-            worst_res = np.nan_to_num(np.nanmin(np.where(codes >= 0, s_res, np.nan), axis=1),
-                                      nan=1.0)
+        # fmin skips NaN (unknown pair or empty slot); all-NaN rows mean "no known slowdown"
+        worst_in = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, s_in, np.nan), axis=1),
+                                 nan=1.0)
+        worst_res = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, s_res, np.nan), axis=1),
+                                  nan=1.0)
         worst = np.minimum(np.minimum(worst_in, worst_res), 1.0)
         floor = float(ctx.cfg.get("slowdown_floor", 0.5))
         value = np.clip((worst - floor) / (1.0 - floor), 0.0, 1.0)

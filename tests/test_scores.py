@@ -1,0 +1,218 @@
+"""Each score component on a tiny synthetic cluster, with stub model providers."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from scheduler_hook.config import load_config
+from scheduler_hook.fake_kube import make_node, make_pod
+from scheduler_hook.podspec import parse_pod
+from scheduler_hook.providers import ProviderSet
+from scheduler_hook.scores import (CarbonWindow, ColocationSafety, Fragmentation, GpuHealth,
+                                   MemoryFit, Packing, PowerHeadroom, Reservation)
+from scheduler_hook.scores.base import Context, score_one
+from scheduler_hook.state import ClusterState
+
+
+class Fingerprints:
+    def __init__(self, peak: dict[str, float], power: dict[str, float] | None = None) -> None:
+        self.peak, self.power = peak, power or {}
+
+    def peak_fb_mib(self, workloads):
+        return np.array([self.peak.get(w, np.nan) for w in workloads])
+
+    def power_w(self, workloads):
+        return np.array([self.power.get(w, np.nan) for w in workloads])
+
+
+class Interference:
+    def __init__(self, table: dict[tuple[str, str], float]) -> None:
+        self.table = table  # (a, b) -> speed of a beside b
+
+    def speeds(self, workload, others, sharing):
+        return (np.array([self.table.get((workload, o), np.nan) for o in others]),
+                np.array([self.table.get((o, workload), np.nan) for o in others]))
+
+
+class Demand:
+    def __init__(self, mix, reserved=0.0) -> None:
+        self.mix, self.reserved = mix, reserved
+
+    def shape_mix(self):
+        return self.mix
+
+    def reserved_whole_gpus(self):
+        return self.reserved
+
+
+class Carbon:
+    def __init__(self, by_region):
+        self.by_region = by_region
+
+    def intensity(self, regions):
+        return np.array([self.by_region.get(r, np.nan) for r in regions])
+
+
+def cluster(nodes: list[dict], pods: list[dict] = ()) -> ClusterState:
+    st = ClusterState()
+    st.replace_all(nodes, list(pods))
+    st.ready = True
+    return st
+
+
+def ctx(st: ClusterState, pod: dict, providers: ProviderSet | None = None,
+        cfg: dict | None = None) -> Context:
+    names = st.all_names()
+    rows, _ = st.rows(names)
+    return Context(st, rows, parse_pod(pod), providers or ProviderSet(), cfg or load_config())
+
+
+def by_name(st, c, res) -> dict[str, float]:
+    return {st.names[r]: float(v) for r, v in zip(c.rows, res.value)}
+
+
+def two_shared_gpus(res_a: str, res_b: str) -> ClusterState:
+    return cluster([make_node("a", gpus=1, gpu_mem_mib=40960), make_node("b", gpus=1,
+                                                                          gpu_mem_mib=40960)],
+                   [make_pod("ra", fraction=0.5, node="a", workload=res_a, phase="Running"),
+                    make_pod("rb", fraction=0.5, node="b", workload=res_b, phase="Running")])
+
+
+def test_memory_fit_uses_predicted_peaks_and_rejects_only_on_fresh_prediction():
+    st = two_shared_gpus("small", "hog")
+    pod = make_pod("p", fraction=0.25, workload="big")
+    prov = ProviderSet()
+    prov.set("fingerprint", Fingerprints({"small": 8000, "hog": 20000, "big": 30000}))
+    c = ctx(st, pod, prov)
+    res = MemoryFit().score(c)
+    v = by_name(st, c, res)
+    assert v["a"] > 0.5 and v["b"] == 0.0
+    bad = {st.names[c.rows[j]] for j in np.flatnonzero(res.violation)}
+    assert bad == {"b"}
+    assert "predicted OOM" in res.violation_reason(list(c.rows).index(st.index["b"]))
+    # the same model, but stale: declared sizes only, nothing rejected
+    prov.set("fingerprint", Fingerprints({"small": 8000, "hog": 20000, "big": 30000}),
+             max_age_s=60, loaded_at=time.time() - 3600)
+    res = MemoryFit().score(ctx(st, pod, prov))
+    assert res.violation is None
+    assert "declared" in res.reason(0)
+
+
+def test_colocation_prefers_friendly_neighbour_and_enforces_slo_class():
+    st = two_shared_gpus("friendly", "noisy")
+    table = {("me", "friendly"): 0.95, ("friendly", "me"): 0.9,
+             ("me", "noisy"): 0.6, ("noisy", "me"): 0.97}
+    prov = ProviderSet()
+    prov.set("interference", Interference(table))
+    pod = make_pod("p", fraction=0.25, workload="me",
+                   annotations={"foresight.io/slo-min-speed": "0.8"})
+    c = ctx(st, pod, prov)
+    res = ColocationSafety().score(c)
+    v = by_name(st, c, res)
+    assert v["a"] == pytest.approx((0.9 - 0.5) / 0.5)
+    assert v["b"] == pytest.approx((0.6 - 0.5) / 0.5)
+    assert {st.names[c.rows[j]] for j in np.flatnonzero(res.violation)} == {"b"}
+    # no model: neutral and never a violation
+    res = ColocationSafety().score(ctx(st, pod))
+    assert (res.value == 1.0).all() and res.violation is None
+
+
+def test_fragmentation_fills_partial_gpu_when_whole_gpu_pods_dominate_the_seen_mix():
+    nodes = [make_node("half", gpus=1), make_node("empty", gpus=1)]
+    pods = [make_pod("r", fraction=0.5, node="half", phase="Running")]
+    pods += [make_pod(f"seen{i}", gpus=1) for i in range(9)]  # pending whole-GPU pods: the mix
+    st = cluster(nodes, pods)
+    c = ctx(st, make_pod("p", fraction=0.5))
+    v = by_name(st, c, Fragmentation().score(c))
+    assert v["half"] == 1.0 and v["empty"] == 0.0
+
+
+def test_fragmentation_mix_comes_from_forecast_when_one_is_fresh():
+    # free 600 on "a", 1000 on "b"; a 0.4 pod. Forecast: only 0.6 shapes arrive, so
+    # putting it on "b" leaves exactly 600 (usable) while on "a" it leaves 200 (fragment).
+    nodes = [make_node("a", gpus=1), make_node("b", gpus=1)]
+    st = cluster(nodes, [make_pod("r", fraction=0.4, node="a", phase="Running")])
+    prov = ProviderSet()
+    prov.set("demand", Demand({(1, 600): 1.0}))
+    c = ctx(st, make_pod("p", fraction=0.4), prov)
+    res = Fragmentation().score(c)
+    v = by_name(st, c, res)
+    assert v["b"] > v["a"]
+    assert "forecast mix" in res.reason(0)
+
+
+def test_reservation_keeps_empty_nodes_for_forecast_demand():
+    nodes = [make_node("e1"), make_node("e2"), make_node("busy")]
+    st = cluster(nodes, [make_pod("r", gpus=4, node="busy", phase="Running")])
+    pod = make_pod("p", gpus=1)
+    prov = ProviderSet()
+    prov.set("demand", Demand({(1, 1000): 1.0}, reserved=8))
+    c = ctx(st, pod, prov)
+    assert set(by_name(st, c, Reservation().score(c)).values()) == {1.0}  # 16 empty >= 8 + 8
+    prov.set("demand", Demand({(1, 1000): 1.0}, reserved=12))
+    c = ctx(st, pod, prov)
+    v = by_name(st, c, Reservation().score(c))
+    assert v == {"e1": 0.0, "e2": 0.0, "busy": 1.0}
+    c = ctx(st, make_pod("vip", gpus=1, priority=100000), prov)
+    assert set(by_name(st, c, Reservation().score(c)).values()) == {1.0}
+
+
+def test_power_headroom_against_node_and_rack_caps():
+    cap = "foresight.io/power-cap-watts"
+    nodes = [make_node("roomy", gpus=2, annotations={cap: "500"}),
+             make_node("tight", gpus=2, annotations={cap: "380"}),
+             make_node("over", gpus=2, annotations={cap: "300"}),
+             make_node("racked", gpus=2, labels={"foresight.io/rack": "r1"})]
+    st = cluster(nodes)
+    cfg = load_config()
+    cfg["power"]["rack_caps_w"] = {"r1": 340}
+    c = ctx(st, make_pod("p", gpus=1), cfg=cfg)
+    v = by_name(st, c, PowerHeadroom().score(c))
+    # idle 2 x 60 W, plus one GPU going from idle to 300 W: 360 W after placement
+    assert v["roomy"] == 1.0
+    assert v["tight"] == pytest.approx(20 / 38)
+    assert v["over"] == 0.0 and v["racked"] == 0.0
+    prov = ProviderSet()
+    prov.set("fingerprint", Fingerprints({}, {"": 100.0, "busybox": 100.0}))
+    c = ctx(st, make_pod("p", gpus=1), prov, cfg)
+    assert by_name(st, c, PowerHeadroom().score(c))["over"] > 0.0  # predicted 100 W fits
+
+
+def test_carbon_window_only_moves_deferrable_pods():
+    nodes = [make_node("clean", labels={"topology.kubernetes.io/region": "north"}),
+             make_node("dirty", labels={"topology.kubernetes.io/region": "south"})]
+    st = cluster(nodes)
+    prov = ProviderSet()
+    prov.set("carbon", Carbon({"north": 80, "south": 600}))
+    lazy = make_pod("p", gpus=1, annotations={"foresight.io/deferrable": "true"})
+    c = ctx(st, lazy, prov)
+    assert by_name(st, c, CarbonWindow().score(c)) == {"clean": 1.0, "dirty": 0.0}
+    c = ctx(st, make_pod("q", gpus=1), prov)
+    assert set(by_name(st, c, CarbonWindow().score(c)).values()) == {1.0}
+
+
+def test_health_scores_sbe_and_rejects_room_only_on_failed_gpus():
+    health = "foresight.io/gpu-health"
+    nodes = [make_node("ok", gpus=1), make_node("sbe", gpus=1,
+                                                 annotations={health: '{"0": {"ecc_sbe": 3}}'}),
+             make_node("xid", gpus=1, annotations={health: '{"0": {"xid": 79}}'}),
+             make_node("drained", gpus=2, annotations={"foresight.io/gpu-drained": "all"})]
+    st = cluster(nodes)
+    c = ctx(st, make_pod("p", gpus=1))
+    res = GpuHealth().score(c)
+    v = by_name(st, c, res)
+    assert v["ok"] == 1.0 and v["sbe"] == pytest.approx(0.6)
+    bad = {st.names[c.rows[j]] for j in np.flatnonzero(res.violation)}
+    assert bad == {"xid", "drained"} and res.unresolvable
+    j = list(c.rows).index(st.index["sbe"])
+    assert score_one(GpuHealth(), c, j) == (pytest.approx(0.6), res.reason(j))
+
+
+def test_packing_prefers_the_fuller_node():
+    st = cluster([make_node("a", gpus=4), make_node("b", gpus=4)],
+                 [make_pod("r", gpus=2, node="a", phase="Running")])
+    c = ctx(st, make_pod("p", gpus=1))
+    v = by_name(st, c, Packing().score(c))
+    assert v["a"] == pytest.approx(0.75) and v["b"] == pytest.approx(0.25)

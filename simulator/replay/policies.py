@@ -130,7 +130,9 @@ class FGD(Policy):
     """
 
     name = "fgd"
-    coverage = 0.95  # typical pods: most popular shapes covering 95% of pods
+    # Every shape of the trace. Keeping only the shapes that cover 95% of pods drops the rare
+    # 8-GPU pods and costs ~5 points at 100% load (measured on seed 42: 89.6 vs 94.9).
+    coverage = 1.0
 
     def reset(self, cluster, trace):
         super().reset(cluster, trace)
@@ -174,11 +176,18 @@ class Foresight(FGD):
     def reset(self, cluster, trace):
         Policy.reset(self, cluster, trace)
         self.tracker = ShapeMixTracker(half_life=self.half_life)
+        self._seen = 0
         self._levels_key: tuple | None = None
         self.mix = ShapeMix.from_counts({})
 
+    refresh = 32  # re-read the learned mix every so many arrivals, or at once on a new shape
+
     def observe(self, pod):
+        known = len(self.tracker)
         self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec)
+        self._seen += 1
+        if len(self.tracker) == known and self._seen % self.refresh:
+            return
         mix = self.tracker.mix()
         key = tuple(mix_levels(mix))
         if key != self._levels_key:  # a new per-GPU size appeared: rebuild level stats

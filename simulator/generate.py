@@ -1,0 +1,180 @@
+"""generate_cluster: arrivals -> event-driven cluster -> segments -> telemetry -> tidy tables."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pandas as pd
+
+from features.schema import (GPU_SAMPLE_COLUMNS, POD_COLUMNS, QUEUE_SAMPLE_COLUMNS, conform)
+from simulator.arrivals import generate_arrivals
+from simulator.cluster_sim import ClusterSim
+from simulator.config import APP_ITERATIONS, SimConfig, SyntheticCluster
+from simulator.health import apply_health, draw_health
+from simulator.seeds import load_seed
+from simulator.segments import build_segments, diurnal_busy_prob
+from simulator.telemetry import METRIC_GRID, metric_grids
+from simulator.truth import build_truth
+from simulator.workloads import gpu_spec
+
+
+def _names(cfg: SimConfig, pods: list) -> tuple[list, list, list, list]:
+    nodes = [f"gpu-node-{n:02d}" for n in range(cfg.nodes)]
+    uuids = []
+    for g in range(cfg.n_gpus):
+        h = hashlib.sha1(f"{cfg.seed}/{g}".encode()).hexdigest()
+        uuids.append(f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}")
+    ns = [cfg.namespace_prefix + p.queue for p in pods]
+    names = [f"{p.workload}-{p.pid:05d}" for p in pods]
+    return nodes, uuids, ns, names
+
+
+def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
+    """(gpu, step, pod) of every sample row: one per attached pod, or pod -1 when idle."""
+    att_gpu, att_i0, att_i1, att_pod, att_first = [], [], [], [], []
+    for p in pods:
+        if np.isnan(p.started):
+            continue
+        stop = p.finished if not np.isnan(p.finished) else cfg.duration_s
+        i0 = int(np.clip(np.ceil(p.started / cfg.step_s), 0, n_steps))
+        i1 = int(np.clip(np.ceil(stop / cfg.step_s), 0, n_steps))
+        for k, g in enumerate(p.gpus):
+            if i1 > i0:
+                att_gpu.append(g), att_i0.append(i0), att_i1.append(i1)
+                att_pod.append(p.pid), att_first.append(k == 0)
+    att_gpu, att_i0, att_i1 = map(np.asarray, (att_gpu, att_i0, att_i1))
+    lens = att_i1 - att_i0
+    count = np.zeros((cfg.n_gpus, n_steps + 1), dtype=np.int64)
+    np.add.at(count, (att_gpu, att_i0), 1)
+    np.add.at(count, (att_gpu, att_i1), -1)
+    busy = np.cumsum(count[:, :-1], axis=1) > 0
+    idle_g, idle_i = np.nonzero(~busy)
+    step = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens) + \
+        np.repeat(att_i0, lens)
+    gpu = np.concatenate([idle_g, np.repeat(att_gpu, lens)])
+    idx = np.concatenate([idle_i, step])
+    pod = np.concatenate([np.full(len(idle_g), -1), np.repeat(np.asarray(att_pod), lens)])
+    first = np.concatenate([np.zeros(len(idle_g), bool), np.repeat(np.asarray(att_first), lens)])
+    order = np.lexsort((idx, pod, gpu))  # series-contiguous: gpu, pod, then time
+    return gpu[order], idx[order], pod[order], first[order]
+
+
+def _samples(cfg, pods, grids, seg, n_steps, spec) -> pd.DataFrame:
+    nodes, uuids, ns, names = _names(cfg, pods)
+    gpu, idx, pod, first = _sample_rows(cfg, pods, n_steps)
+    parts = []
+    for metric in cfg.metric_names():
+        if metric == APP_ITERATIONS:
+            m = first & (pod >= 0)
+            m[m] = np.asarray([pods[q].workload for q in pod[m]]) != "llm-serving"
+            m[m] &= np.asarray([pods[q].workload for q in pod[m]]) != "notebook"
+            values = _iterations(seg, pod[m], idx[m] * cfg.step_s)
+            parts.append((metric, gpu[m], idx[m], pod[m], values))
+        else:
+            parts.append((metric, gpu, idx, pod, grids[METRIC_GRID[metric]][gpu, idx]))
+    g = np.concatenate([p[1] for p in parts])
+    i = np.concatenate([p[2] for p in parts])
+    q = np.concatenate([p[3] for p in parts])
+    metric_codes = np.concatenate([np.full(len(p[1]), k) for k, p in enumerate(parts)])
+    pod_cat = pd.Categorical.from_codes(q + 1, [""] + names) if len(names) else \
+        pd.Categorical.from_codes(q + 1, [""])
+    ns_levels = sorted(set(ns)) + [""]
+    ns_of_pod = np.asarray([ns_levels.index(x) for x in ns] + [len(ns_levels) - 1])
+    step_ns = int(round(cfg.step_s * 1e9))
+    ts = pd.to_datetime(cfg.start.value + i.astype(np.int64) * step_ns, unit="ns", utc=True)
+    df = pd.DataFrame({
+        "ts": ts,
+        "node": pd.Categorical.from_codes(g // cfg.gpus_per_node, nodes),
+        "gpu": pd.Categorical.from_codes(g % cfg.gpus_per_node,
+                                         [str(k) for k in range(cfg.gpus_per_node)]),
+        "uuid": pd.Categorical.from_codes(g, uuids),
+        "namespace": pd.Categorical.from_codes(ns_of_pod[q], ns_levels),  # q=-1: ""
+        "pod": pod_cat,
+        "metric": pd.Categorical.from_codes(metric_codes, [p[0] for p in parts]),
+        "value": np.concatenate([p[4] for p in parts]).astype(float),
+    })
+    return df
+
+
+def _iterations(seg, pod: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Optimizer steps completed by `pod` at time `t` (the app's progress counter)."""
+    if len(pod) == 0:
+        return np.zeros(0)
+    span = 1e7  # > any simulated time in seconds: keys (pod, t) sort as pod * span + t
+    key = seg.pod * span + seg.t0
+    k = np.clip(np.searchsorted(key, pod * span + t, side="right") - 1, 0, len(key) - 1)
+    done = seg.iters0[k] + seg.rate[k] * np.clip(t - seg.t0[k], 0, seg.t1[k] - seg.t0[k])
+    return np.floor(done)
+
+
+def _queues(cfg: SimConfig, pods: list, n_steps: int) -> pd.DataFrame:
+    t = np.arange(n_steps) * cfg.step_s
+    frames = []
+    for q in cfg.queues:
+        mine = [p for p in pods if p.queue == q]
+        created = np.asarray([p.created for p in mine])
+        started = np.asarray([p.started for p in mine])
+        gpus = np.asarray([p.num_gpu * p.milli / 1000 for p in mine])
+        n_pend = np.zeros(n_steps)
+        g_pend = np.zeros(n_steps)
+        if mine:
+            pend = lambda x, w: (np.searchsorted(np.sort(x), t, side="right"),  # noqa: E731
+                                 np.concatenate([[0], np.cumsum(w[np.argsort(x)])]))
+            c, cw = pend(created, gpus)
+            s_fin = np.where(np.isnan(started), np.inf, started)
+            s, sw = pend(s_fin, gpus)
+            n_pend, g_pend = c - s, cw[c] - sw[s]
+        for metric, v in (("kueue_pending_workloads", n_pend),
+                          ("kueue_cluster_queue_resource_pending", np.round(g_pend, 3))):
+            frames.append(pd.DataFrame({"ts": cfg.start + pd.to_timedelta(t, unit="s"),
+                                        "queue": q, "metric": metric, "value": v}))
+    return conform(pd.concat(frames, ignore_index=True), QUEUE_SAMPLE_COLUMNS)
+
+
+def generate_cluster(config: SimConfig) -> SyntheticCluster:
+    """Generate a deterministic synthetic history of a GPU cluster (see simulator/README)."""
+    cfg = config
+    metric_names = cfg.metric_names()  # validates `metrics` early
+    del metric_names
+    spec = gpu_spec(cfg.gpu_model)
+    root = np.random.SeedSequence(cfg.seed)
+    r_arr, r_sim, r_seg, r_health, r_noise = (np.random.default_rng(s) for s in root.spawn(5))
+    arrivals = generate_arrivals(cfg, r_arr)
+    sim = ClusterSim(cfg, spec, r_sim)
+    sim.run(arrivals)
+    pods = sim.pods
+    busy = diurnal_busy_prob(cfg, load_seed("arrivals.json")["profiles"][0]["hour_of_day_share"])
+    seg, phase_rows = build_segments(cfg, spec, pods, r_seg, busy)
+    n_steps = int(np.floor(cfg.duration_s / cfg.step_s + 1e-9))
+    health = draw_health(cfg, r_health)
+    hg = {k: np.zeros((cfg.n_gpus, n_steps)) for k in ("sbe", "dbe", "xid", "temp_offset")}
+    hg["hw_slowdown"] = np.zeros((cfg.n_gpus, n_steps), dtype=bool)
+    apply_health(health, n_steps, cfg.step_s, r_health, hg)
+    grids, _ = metric_grids(cfg, spec, pods, seg, hg, r_noise)
+    samples = conform(_samples(cfg, pods, grids, seg, n_steps, spec), GPU_SAMPLE_COLUMNS)
+
+    nodes, uuids, ns, names = _names(cfg, pods)
+    visible = [p for p in pods if p.created < cfg.duration_s and
+               (np.isnan(p.finished) or p.finished >= 0)]
+    ts = lambda s: cfg.start + pd.to_timedelta(s, unit="s")  # noqa: E731
+    pod_df = pd.DataFrame({
+        "namespace": [ns[p.pid] for p in visible], "pod": [names[p.pid] for p in visible],
+        "node": [nodes[p.node] if p.node >= 0 else "" for p in visible],
+        "queue": [p.queue for p in visible], "priority": [p.priority for p in visible],
+        "workload": [p.workload for p in visible],
+        "gpu_request": [p.num_gpu * p.milli / 1000 for p in visible],
+        "created": ts(np.asarray([p.created for p in visible], dtype=float)),
+        "started": ts(np.asarray([p.started for p in visible], dtype=float)),
+        "finished": ts(np.asarray([p.finished for p in visible], dtype=float)),
+    })
+    labels = pd.DataFrame(
+        [(ns[p.pid], names[p.pid], k, v) for p in visible for k, v in (
+            ("app.kubernetes.io/name", p.workload),
+            ("foresight.io/job-template", f"{p.workload}-template"),
+            ("image", f"registry.example/{p.workload}:1.0"),
+            ("kueue.x-k8s.io/queue-name", p.queue),
+            ("gpu-fraction", f"{p.milli / 1000:g}"))],
+        columns=["namespace", "pod", "label", "value"])
+    truth = build_truth(cfg, spec, sim, phase_rows, seg, health, nodes, ns, names)
+    return SyntheticCluster(config=cfg, samples=samples, pods=conform(pod_df, POD_COLUMNS),
+                            pod_labels=labels, queues=_queues(cfg, pods, n_steps), truth=truth)

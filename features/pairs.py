@@ -82,15 +82,21 @@ def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
             raise ForesightError(f"column 'sharing' has unknown value {sorted(odd)[0]!r} "
                                  f"(expected one of {', '.join(sorted(SHARING_VALUES))})")
     if require_targets:
+        # A side may be unmeasured (NaN: e.g. a pod that exports no progress metric); a row
+        # needs at least one measured side.
         for col in TARGET_COLUMNS:
             if col not in out.columns:
                 raise ForesightError(f"pair table has no target column {col!r}")
+        unmeasured = out["a_speed"].isna() & out["b_speed"].isna()
+        if unmeasured.all():
+            raise ForesightError("pair table has no measured speed (a_speed/b_speed all empty)")
+        for col in TARGET_COLUMNS:
             y = out[col]
-            bad = y.isna() | (y <= 0) | (y > 2)
+            bad = (y <= 0) | (y > 2)
             if bad.any():
                 raise ForesightError(
                     f"column {col!r} must lie in (0, 2]; row {int(np.flatnonzero(bad.to_numpy())[0])}"
-                    f" has {y[bad].iloc[0]!r}")
+                    f" has {float(y[bad].iloc[0])}")
     return out
 
 

@@ -51,6 +51,7 @@ class InterferenceModel:
     def fit(self, pairs: pd.DataFrame) -> "InterferenceModel":
         pairs = validate_pairs(pairs, require_targets=True)
         d = directed(pairs)
+        d = d[d["y"].notna()].reset_index(drop=True)  # unmeasured sides teach nothing
         self.side_features_ = side_features(d)
         self.categories_ = {c: sorted(d[c].unique().tolist()) for c in _CATEGORICAL if c in d}
         self.identity_ = bool(self.use_identity and (d["self_workload"] != "").any())

@@ -37,6 +37,7 @@ def summed_util(d: pd.DataFrame) -> np.ndarray | None:
 def baselines(train: pd.DataFrame, test: pd.DataFrame) -> dict[str, np.ndarray]:
     """Baseline speed predictions for the directed rows of `test`, fit on `train` pairs."""
     dtr, dte = directed(train), directed(test)
+    dtr = dtr[dtr["y"].notna()]
     n = len(dte)
     mean = float(dtr["y"].mean())
     out = {"always_1": np.ones(n), "train_mean": np.full(n, mean)}
@@ -45,7 +46,10 @@ def baselines(train: pd.DataFrame, test: pd.DataFrame) -> dict[str, np.ndarray]:
         out["util_rule"] = np.full(n, np.nan)
         out["util_linreg"] = np.full(n, mean)
     else:
-        out["util_rule"] = np.minimum(1.0, 100.0 / np.maximum(np.nan_to_num(u_te, nan=0.0), 1e-9))
+        rule = np.minimum(1.0, 100.0 / np.maximum(np.nan_to_num(u_te, nan=0.0), 1e-9))
+        if "sharing" in dte:  # separate GPUs on one node: the rule sees no GPU contention
+            rule = np.where(dte["sharing"].to_numpy() == "node", 1.0, rule)
+        out["util_rule"] = rule
         ok = ~np.isnan(u_tr)
         lr = LinearRegression().fit(u_tr[ok].reshape(-1, 1), dtr["y"].to_numpy()[ok])
         out["util_linreg"] = np.clip(lr.predict(np.nan_to_num(u_te, nan=np.nanmean(u_tr))
@@ -68,7 +72,8 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
         pred = m.predict(test)
         dte = directed(test)
         frame = pd.DataFrame({
-            "fold": w, "self_workload": dte["self_workload"],
+            "fold": w, "sharing": dte["sharing"] if "sharing" in dte else "",
+            "self_workload": dte["self_workload"],
             "partner_workload": dte["partner_workload"], "y": dte["y"],
             "model": np.concatenate([pred["a_speed_pred"], pred["b_speed_pred"]]),
             "model_p10": np.concatenate([pred["a_speed_p10"], pred["b_speed_p10"]]),
@@ -78,7 +83,8 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
         rows.append(frame)
     if not rows:
         raise ValueError("no fold could be evaluated")
-    return pd.concat(rows, ignore_index=True)
+    res = pd.concat(rows, ignore_index=True)
+    return res[res["y"].notna()].reset_index(drop=True)  # unmeasured sides are not scored
 
 
 def score(preds: pd.DataFrame) -> pd.DataFrame:

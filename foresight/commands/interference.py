@@ -1,0 +1,128 @@
+"""`foresight interference fit | predict | evaluate`: the co-location slowdown model."""
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.errors import ForesightError
+
+console = Console(highlight=False)
+
+
+def _read(path: Path, require_targets: bool) -> pd.DataFrame:
+    from features.pairs import read_pairs, validate_pairs
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pairs = validate_pairs(read_pairs(path), require_targets=require_targets)
+    for w in caught:
+        console.print(f"[yellow]warning:[/] {w.message}", soft_wrap=True)
+    return pairs
+
+
+def _write_table(df: pd.DataFrame, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix.lower() in {".parquet", ".pq"}:
+        df.to_parquet(out, index=False)
+    else:
+        df.to_csv(out, index=False)
+
+
+def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CSV or Parquet)."),
+        model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
+        seed: int = typer.Option(0, help="Random seed (calibration split, folds).")) -> None:
+    """Fit the interference model on a pair table and save it."""
+    from forecaster.interference import InterferenceModel
+
+    table = _read(pairs, require_targets=True)
+    model = InterferenceModel(seed=seed).fit(table)
+    model.save(model_dir)
+    m = model.metrics_
+    console.print(f"fitted on {m['pairs']} pairs ({m['directed_rows']} measured directions, "
+                  f"{m['workloads']} workloads); p10 conformal offset "
+                  f"{m['conformal_offset']:+.4f}; saved to {model_dir}")
+
+
+def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model directory."),
+            pairs: Path = typer.Option(..., "--pairs", help="Pairs to score (CSV or Parquet)."),
+            out: Path = typer.Option(..., "--out", help="Output CSV or Parquet.")) -> None:
+    """Predict both sides' speed and its p10 for each pair; writes input + predictions."""
+    from features.pairs import read_pairs
+    from forecaster.interference import InterferenceModel
+
+    model = InterferenceModel.load(model_dir)
+    raw = read_pairs(pairs)
+    pred = model.predict(_read(pairs, require_targets=False))  # warns on ignored columns
+    _write_table(pd.concat([raw.reset_index(drop=True), pred], axis=1), out)
+    console.print(f"wrote {len(pred)} predictions to {out}")
+
+
+def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with targets."),
+             out: Path = typer.Option(..., "--out", help="Directory for table and plot."),
+             seed: int = typer.Option(0, help="Random seed.")) -> None:
+    """Leave-one-workload-out evaluation of the model against the baselines."""
+    from forecaster.interference_eval import lowo_predictions, markdown_table, score
+
+    table = _read(pairs, require_targets=True)
+    if "a_workload" not in table or "b_workload" not in table:
+        raise ForesightError("evaluate needs a_workload and b_workload to hold workloads out")
+    if len(set(table["a_workload"]) | set(table["b_workload"])) < 3:
+        raise ForesightError("evaluate needs at least 3 distinct workloads")
+    try:
+        preds = lowo_predictions(table, {"seed": seed})
+    except ValueError as exc:
+        raise ForesightError(str(exc)) from None
+    scores = score(preds)
+    out.mkdir(parents=True, exist_ok=True)
+    notes = {}
+    if scores.loc[scores.method == "util_rule", "mae"].isna().all():
+        notes = {"util_rule": "n/a: no utilization columns",
+                 "util_linreg": "no utilization: intercept only (= training mean)"}
+    md = markdown_table(scores, notes)
+    (out / "interference_eval.md").write_text(
+        f"# Interference, leave one workload out\n\npairs: {pairs}\n\n{md}\n")
+    preds.to_csv(out / "interference_lowo_predictions.csv", index=False)
+    plot_pred_vs_true(preds, out / "interference_pred_vs_true.png")
+    t = Table(title="leave-one-workload-out")
+    for c in ("method", "MAE", "Spearman", "false-safe", "p10 coverage"):
+        t.add_column(c)
+    f = lambda v, pct=False: "n/a" if pd.isna(v) else (f"{100 * v:.1f}%" if pct else f"{v:.4f}")  # noqa: E731
+    for r in scores.itertuples():
+        t.add_row(r.method, f(r.mae), f(r.spearman), f(r.false_safe, True),
+                  f(r.p10_coverage, True))
+    console.print(t)
+    console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
+
+
+def plot_pred_vs_true(preds: pd.DataFrame, path: Path) -> None:
+    """Scatter of predicted (and p10) vs true held-out speed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    ax.scatter(preds["y"], preds["model"], s=6, alpha=0.5, label="model")
+    ax.scatter(preds["y"], preds["model_p10"], s=6, alpha=0.4, label="model p10")
+    ax.plot([0, 1.05], [0, 1.05], "k--", lw=1)
+    ax.axhline(0.85, color="grey", lw=0.5)
+    ax.axvline(0.85, color="grey", lw=0.5)
+    ax.set_xlabel("true speed")
+    ax.set_ylabel("predicted speed")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(no_args_is_help=True, help="Co-location slowdown (interference) model.")
+    sub.command("fit")(fit)
+    sub.command("predict")(predict)
+    sub.command("evaluate")(evaluate)
+    app.add_typer(sub, name="interference")

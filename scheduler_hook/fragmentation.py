@@ -123,8 +123,8 @@ class _Compiled:
         for i, k in enumerate(gpu):
             key = (int(mix.gpu_milli[k]), int(mix.num_gpu[k]), mix.models[k])
             group[i] = keys.setdefault(key, len(keys))
-        self.first_shape = np.array([gpu[np.argmax(group == j)] for j in range(len(keys))],
-                                    dtype=np.int64)
+        _, first = np.unique(group, return_index=True)
+        self.first_shape = gpu[first].astype(np.int64)
         gm = np.array([k[0] for k in keys], dtype=np.int64)
         self.num = np.array([k[1] for k in keys], dtype=np.int64)
         self.levels, self.level_of = np.unique(gm, return_inverse=True)
@@ -217,7 +217,8 @@ def fragmentation_increase(gpu_free_milli: np.ndarray, cpu_free_milli: np.ndarra
     if pod_num_gpu > 1 or pod_gpu_milli >= MILLI_PER_GPU:
         # whole GPUs: they take fully free GPUs, which leave every count they were in
         used = MILLI_PER_GPU * pod_num_gpu
-        after = comp.frag(total - used, cnt_r - pod_num_gpu * (MILLI_PER_GPU >= comp.levels),
+        lv = comp.levels  # each taken GPU goes from 1000 free to 0 free
+        after = comp.frag(total - used, cnt_r - pod_num_gpu * ((MILLI_PER_GPU >= lv) & (lv > 0)),
                           small_r, w_after, gacc_r)
         ok = (free[rows] >= MILLI_PER_GPU) & \
             ((free[rows] >= MILLI_PER_GPU).sum(axis=1) >= pod_num_gpu)[:, None]

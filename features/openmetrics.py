@@ -7,8 +7,10 @@ dcgm-exporter's names (e.g. `..._VOL_TOTAL`) do not have, and a gauge keeps the 
 """
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import IO, Iterable
 
@@ -76,9 +78,11 @@ def pod_series(pods: pd.DataFrame, labels: LabelConfig, step_s: float,
     for p in pods.itertuples(index=False):
         created = p.created.timestamp()
         last = p.finished.timestamp() if not pd.isna(p.finished) else end_s
-        grid = np.arange(np.ceil(created / step_s) * step_s, last + 1e-9, step_s)
-        if len(grid) == 0:
+        if last < created:
             continue
+        # The grid plus both ends, so that even a pod shorter than one step leaves its series.
+        grid = np.unique(np.concatenate([[created], np.arange(np.ceil(created / step_s) * step_s,
+                                                              last, step_s), [last]]))
         one = np.ones(len(grid))
         base = [(labels.namespace, p.namespace), (labels.pod, p.pod)]
         fams.setdefault("kube_pod_info", []).append(
@@ -164,21 +168,36 @@ def validate_openmetrics(path: str | Path) -> int:
 
 
 def backfill(openmetrics: str | Path, tsdb_dir: str | Path, *, promtool: str = "promtool",
-             block_duration: str | None = None) -> None:
+             block_duration: str | None = None) -> int:
     """Create TSDB blocks from an OpenMetrics file with promtool, into `tsdb_dir`.
 
-    Blocks for a *running* Prometheus must be moved into its data directory; a Prometheus
-    started afterwards on `tsdb_dir` loads them at start-up.
+    promtool writes into a fresh temporary directory beside `tsdb_dir`; only complete blocks
+    are moved in, so a failure leaves `tsdb_dir` as it was. Returns the number of new blocks.
+    A Prometheus started afterwards on `tsdb_dir` loads them at start-up.
     """
     exe = shutil.which(promtool)
     if exe is None:
         raise ForesightError("promtool is not on PATH: install Debian's prometheus package")
-    cmd = [exe, "tsdb", "create-blocks-from", "openmetrics"]
-    if block_duration:
-        cmd.append(f"--max-block-duration={block_duration}")
-    cmd += [str(openmetrics), str(tsdb_dir)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
-        reason = next((ln for ln in lines if "error" in ln.lower()), lines[-1] if lines else "?")
-        raise ForesightError(f"promtool could not backfill {openmetrics}: {reason.strip()[:300]}")
+    source, target = Path(openmetrics), Path(tsdb_dir)
+    if not source.is_file():
+        raise ForesightError(f"OpenMetrics file {source} does not exist")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-backfill-", dir=target.parent))
+    try:
+        cmd = [exe, "tsdb", "create-blocks-from", "openmetrics"]
+        if block_duration:
+            cmd.append(f"--max-block-duration={block_duration}")
+        proc = subprocess.run(cmd + [str(source), str(staging)], capture_output=True, text=True)
+        if proc.returncode != 0:
+            # promtool names no line: our parser finds it (slow, so only on failure).
+            validate_openmetrics(source)
+            lines = [ln for ln in (proc.stderr + proc.stdout).splitlines() if ln.strip()]
+            raise ForesightError(f"promtool could not backfill {source}: "
+                                 f"{(lines[-1] if lines else '?').strip()[:300]}")
+        blocks = [b for b in staging.iterdir() if b.is_dir()]
+        target.mkdir(parents=True, exist_ok=True)
+        for block in blocks:
+            os.replace(block, target / block.name)
+        return len(blocks)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)

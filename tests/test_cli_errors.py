@@ -66,9 +66,13 @@ def test_backfill_malformed_openmetrics_line(tmp_path):
     om.write_text('# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n'
                   'DCGM_FI_DEV_GPU_UTIL{gpu="0"} 12 1700000000\n'
                   'DCGM_FI_DEV_GPU_UTIL{gpu="0"} twelve 1700000015\n# EOF\n')
-    proc = run_cli("backfill", "--openmetrics", str(om), "--tsdb", str(tmp_path / "tsdb"))
+    tsdb = tmp_path / "tsdb"
+    tsdb.mkdir()
+    (tsdb / "existing-block").mkdir()
+    proc = run_cli("backfill", "--openmetrics", str(om), "--tsdb", str(tsdb))
     assert_one_line_error(proc, "malformed OpenMetrics", "line 3")
-    assert not (tmp_path / "tsdb").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.om", "tsdb"]  # no staging left
+    assert [p.name for p in tsdb.iterdir()] == ["existing-block"]
 
 
 def test_backfill_missing_eof(tmp_path):

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from features.catalog import LabelConfig
 from features.ingest import ingest, now_utc, parse_duration, parse_time, write_tables
-from features.openmetrics import backfill, validate_openmetrics
+from features.openmetrics import backfill
 from features.prometheus import PrometheusSource
 from foresight.errors import ForesightError
 
@@ -93,10 +93,9 @@ def backfill_cmd(
     openmetrics: Path = typer.Option(..., "--openmetrics", help="OpenMetrics file (e.g. from `foresight simulate --openmetrics`)."),
     tsdb: Path = typer.Option(..., "--tsdb", help="Directory for the TSDB blocks (a Prometheus --storage.tsdb.path)."),
 ) -> None:
-    """Validate an OpenMetrics file and turn it into Prometheus TSDB blocks with promtool."""
-    n = validate_openmetrics(openmetrics)
-    backfill(openmetrics, tsdb)
-    console.print(f"backfilled {n:,} samples from {openmetrics} into {tsdb}")
+    """Turn an OpenMetrics file into Prometheus TSDB blocks with promtool (all or nothing)."""
+    blocks = backfill(openmetrics, tsdb)
+    console.print(f"backfilled {openmetrics} into {tsdb}: {blocks} new TSDB block(s)")
 
 
 def register(app: typer.Typer) -> None:

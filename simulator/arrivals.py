@@ -16,7 +16,8 @@ def _inv_cdf(rng: np.random.Generator, levels: list[float], values: list[float],
     return np.exp(np.interp(rng.random(n), levels, v))
 
 
-def sample_jobs(rng: np.random.Generator, n: int, mix: dict[str, float]) -> pd.DataFrame:
+def sample_jobs(rng: np.random.Generator, n: int, mix: dict[str, float],
+                fractional_share: float | None = None) -> pd.DataFrame:
     """Draw `n` job shapes: workload class, GPU count, fractional share, solo work, qos."""
     jobs = load_seed("jobs.json")
     names = list(mix)
@@ -26,7 +27,8 @@ def sample_jobs(rng: np.random.Generator, n: int, mix: dict[str, float]) -> pd.D
     counts = np.asarray([int(k) for k in gshare])
     num_gpu = counts[rng.choice(len(counts), n, p=np.asarray(list(gshare.values())) /
                                 sum(gshare.values()))]
-    frac = (num_gpu == 1) & (rng.random(n) < jobs["fractional_share_of_single"])
+    share = jobs["fractional_share_of_single"] if fractional_share is None else fractional_share
+    frac = (num_gpu == 1) & (rng.random(n) < share)
     frac |= workload == "notebook"  # dev pods always ask for a GPU share
     num_gpu[workload == "notebook"] = 1
     milli = np.where(frac, _inv_cdf(rng, jobs["quantile_levels"], jobs["gpu_milli_quantiles"], n),
@@ -58,7 +60,8 @@ def generate_arrivals(cfg: SimConfig, rng: np.random.Generator) -> pd.DataFrame:
     if unknown:
         raise ValueError(f"unknown workload class(es): {', '.join(unknown)}")
     # Expected GPU-seconds per job, to turn the offered load into an arrival rate.
-    probe = sample_jobs(np.random.default_rng(cfg.seed + 10_007), 4000, mix)
+    probe = sample_jobs(np.random.default_rng(cfg.seed + 10_007), 4000, mix,
+                        cfg.fractional_share)
     gpu_s = float(np.mean(probe.num_gpu * probe.milli / 1000 * probe.work))
     jobs_per_hour = cfg.load * cfg.n_gpus * 3600.0 / gpu_s
     hours = np.arange(-np.ceil(cfg.warmup_hours), np.ceil(cfg.days * 24))
@@ -74,7 +77,7 @@ def generate_arrivals(cfg: SimConfig, rng: np.random.Generator) -> pd.DataFrame:
         rate = rate * np.where(burst, m, 1.0) / (f * m + 1 - f)
         n = rng.poisson(rate)
         t = np.repeat(hours, n) * 3600 + rng.uniform(0, 3600, n.sum())
-        jobs = sample_jobs(rng, int(n.sum()), mix)
+        jobs = sample_jobs(rng, int(n.sum()), mix, cfg.fractional_share)
         # A burst is a sweep of one job template: its jobs share the burst's first workload.
         hour_of = np.repeat(np.arange(len(hours)), n)
         in_burst = burst[hour_of]

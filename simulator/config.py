@@ -47,6 +47,8 @@ class SimConfig:
         "resnet50": 0.22, "bert": 0.2, "llm-finetune": 0.1, "recsys": 0.13,
         "speech": 0.1, "notebook": 0.25})
     serving_pods: int = 2
+    #: share of single-GPU jobs asking for a GPU fraction (None: openb's, from jobs.json)
+    fractional_share: float | None = None
     #: fraction of nodes whose shared GPUs use MPS (the rest use time-slicing)
     mps_node_fraction: float = 0.25
     unhealthy_fraction: float = 0.06

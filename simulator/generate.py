@@ -42,7 +42,7 @@ def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
             if i1 > i0:
                 att_gpu.append(g), att_i0.append(i0), att_i1.append(i1)
                 att_pod.append(p.pid), att_first.append(k == 0)
-    att_gpu, att_i0, att_i1 = map(np.asarray, (att_gpu, att_i0, att_i1))
+    att_gpu, att_i0, att_i1 = (np.asarray(x, dtype=np.int64) for x in (att_gpu, att_i0, att_i1))
     lens = att_i1 - att_i0
     count = np.zeros((cfg.n_gpus, n_steps + 1), dtype=np.int64)
     np.add.at(count, (att_gpu, att_i0), 1)
@@ -53,8 +53,10 @@ def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
         np.repeat(att_i0, lens)
     gpu = np.concatenate([idle_g, np.repeat(att_gpu, lens)])
     idx = np.concatenate([idle_i, step])
-    pod = np.concatenate([np.full(len(idle_g), -1), np.repeat(np.asarray(att_pod), lens)])
-    first = np.concatenate([np.zeros(len(idle_g), bool), np.repeat(np.asarray(att_first), lens)])
+    pod = np.concatenate([np.full(len(idle_g), -1),
+                          np.repeat(np.asarray(att_pod, dtype=np.int64), lens)])
+    first = np.concatenate([np.zeros(len(idle_g), bool),
+                            np.repeat(np.asarray(att_first, dtype=bool), lens)])
     order = np.lexsort((idx, pod, gpu))  # series-contiguous: gpu, pod, then time
     return gpu[order], idx[order], pod[order], first[order]
 

@@ -17,7 +17,7 @@ _RX = np.asarray([PHASE_LEVEL[p][1] for p in PHASES])
 _TX = np.asarray([PHASE_LEVEL[p][2] for p in PHASES])
 # Framebuffer held per phase: weights/activations are allocated during start-up.
 _FB = np.asarray([0.45 if p == "startup" else 1.0 for p in PHASES])
-DIP_AT, DIP_DEPTH = 0.8, 0.6     # optimizer step: last 20 % of an iteration, SM at 40 %
+DIP_DEPTH, DIP_MEAN = 0.6, 35 / 128  # optimizer-step dip: SM to 40 %; mean of cos^8
 AMBIENT_C, C_PER_W, THERMAL_TAU_S = 27.0, 0.15, 120.0  # temperature follows power (assumed)
 IDLE_CLOCK_MHZ = 210.0           # P8 idle clock
 # Throttle reason bits (nvmlClocksThrottleReasons): GpuIdle, SwPowerCap, HwSlowdown,
@@ -74,8 +74,9 @@ def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_g
     for k in np.flatnonzero(hi):  # only in high-resolution mode: the optimizer-step dip
         t = np.arange(i0[k], i1[k]) * cfg.step_s
         cyc = ((t - seg.t0[rep[k]]) * sp[k] / periods[k]) % 1.0
-        mod[gpu[k], i0[k]:i1[k]] *= np.where(cyc >= DIP_AT, 1 - DIP_DEPTH, 1.0) / \
-            (1 - DIP_DEPTH * (1 - DIP_AT))
+        # a smooth dip (cos^8) once per iteration, normalized to keep the phase mean
+        mod[gpu[k], i0[k]:i1[k]] *= (1 - DIP_DEPTH * np.cos(np.pi * cyc) ** 8) / \
+            (1 - DIP_DEPTH * DIP_MEAN)
 
     def noisy(x, sd, hi_=1.0):
         return np.clip(x + rng.normal(0, sd, x.shape) * (x > 0), 0, hi_)

@@ -42,20 +42,22 @@ class Job:
     seed: int
     csv_dir: str
     tune: float
+    until: int = 130
 
 
 def _run(job: Job) -> dict:
     nodes = load_nodes(Path(job.csv_dir) / "openb_node_list_gpu_node.csv")
     pods = load_pods(Path(job.csv_dir) / f"openb_pod_list_{job.trace}.csv")
-    r = replay(nodes, pods, job.policy, job.seed, job.tune)
+    r = replay(nodes, pods, job.policy, job.seed, job.tune, until=job.until)
     return {"trace": job.trace, **r.to_json()}
 
 
 def run_grid(traces: Iterable[str], policies: Iterable[str], seeds: Iterable[int],
              csv_dir: Path, tune: float = 1.3, workers: int = 1,
-             progress: Callable[[dict], None] | None = None) -> list[dict]:
+             progress: Callable[[dict], None] | None = None, until: int = 130) -> list[dict]:
     """Every (trace, policy, seed) replay; ``workers`` > 1 uses that many processes."""
-    jobs = [Job(t, p, s, str(csv_dir), tune) for t in traces for p in policies for s in seeds]
+    jobs = [Job(t, p, s, str(csv_dir), tune, until) for t in traces for p in policies
+            for s in seeds]
     out: list[dict] = []
     if workers <= 1:
         for j in jobs:

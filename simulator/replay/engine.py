@@ -38,8 +38,12 @@ def make_policy(name: str) -> Policy:
 
 
 def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: float = 1.3,
-           keep_placements: bool = False) -> ReplayResult:
-    """Replay ``trace`` on ``nodes`` with the published protocol and one policy."""
+           keep_placements: bool = False, until: int = 130) -> ReplayResult:
+    """Replay ``trace`` on ``nodes`` with the published protocol and one policy.
+
+    ``until`` < 130 stops once the arrived load reaches that % (the curve then ends there):
+    benches that need only ``alloc_at_100`` skip the last pods.
+    """
     t0 = time.perf_counter()
     pol = make_policy(policy) if isinstance(policy, str) else policy
     cluster = Cluster(nodes)
@@ -47,7 +51,7 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
     pol.reset(cluster, trace)
     rng = np.random.default_rng(seed)
     cap = cluster.capacity_milli
-    thresholds = np.array([n * cap / 100.0 for n in CURVE_POINTS])
+    thresholds = np.array([n * cap / 100.0 for n in CURVE_POINTS if n <= until])
     curve: dict[str, float] = {}
     next_n, arrived, unscheduled = 0, 0, 0
     placements: list[tuple[int, int, list[int]]] = []
@@ -73,6 +77,8 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
         while next_n < len(thresholds) and arrived >= thresholds[next_n]:
             curve[str(next_n)] = round(cluster.alloc_share, 4)
             next_n += 1
+        if next_n >= len(thresholds):
+            break
     for n in range(next_n, len(thresholds)):  # load never reached: the final allocation
         curve[str(n)] = round(cluster.alloc_share, 4)
     return ReplayResult(pol.name, seed, curve, curve["100"], time.perf_counter() - t0,

@@ -28,6 +28,7 @@ def main() -> None:
     ap.add_argument("--policies", default="all")
     ap.add_argument("--seeds", default="42-51")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--until", type=int, default=100, help="stop each replay at this load %%")
     ap.add_argument("--cache", default=str(RESULTS / "replay_runs.jsonl"))
     ap.add_argument("--out", default=str(RESULTS / "replay_compare.md"))
     a = ap.parse_args()
@@ -44,8 +45,8 @@ def main() -> None:
                 continue
 
             def keep(r: dict) -> None:
-                r = {k: v for k, v in r.items() if k != "alloc_curve"} | {
-                    "alloc_curve": {k: r["alloc_curve"][k] for k in ("50", "90", "100", "130")}}
+                r = {k: v for k, v in r.items() if k != "alloc_curve"} | {"until": a.until,
+                    "alloc_curve": {k: r["alloc_curve"][k] for k in ("50", "90", "100")}}
                 runs.append(r)
                 with cache.open("a") as f:
                     f.write(json.dumps(r) + "\n")
@@ -53,7 +54,7 @@ def main() -> None:
                       f"({r['seconds']:.1f} s)", flush=True)
 
             run_grid([t], [p], todo, base / "openb-2023" / "csv", 1.3,
-                     max(1, min(a.workers, 2)), keep)
+                     max(1, min(a.workers, 2)), keep, until=a.until)
     table = summary(runs, load_published(base / "fgd-atc23-results"))
     lines = header("openb replay vs published FGD (ATC'23): allocated GPU % at 100% arrived load",
                    "nice .venv/bin/python bench/replay_compare.py " + " ".join(sys.argv[1:]))

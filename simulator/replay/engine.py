@@ -44,6 +44,8 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
     ``until`` < 130 stops once the arrived load reaches that % (the curve then ends there):
     benches that need only ``alloc_at_100`` skip the last pods.
     """
+    if not 100 <= until <= 130:
+        raise ForesightError("until must be between 100 and 130")
     t0 = time.perf_counter()
     pol = make_policy(policy) if isinstance(policy, str) else policy
     cluster = Cluster(nodes)

@@ -58,9 +58,16 @@ def baselines(train: pd.DataFrame, test: pd.DataFrame) -> dict[str, np.ndarray]:
 
 
 def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
-                     workloads: list[str] | None = None) -> pd.DataFrame:
-    """Held-out predictions of every method, one row per (fold, pair, direction)."""
+                     workloads: list[str] | None = None,
+                     truth: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Held-out predictions of every method, one row per (fold, pair, direction).
+
+    `truth` (optional, aligned with `pairs`: a_speed_true, b_speed_true) adds a `y_true`
+    column, e.g. a simulator's true speeds when `pairs` carries estimated ones.
+    """
     pairs = validate_pairs(pairs, require_targets=True)
+    if truth is not None:
+        truth = truth.reset_index(drop=True)
     wl = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
     rows = []
     for w in workloads or wl:
@@ -78,6 +85,9 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
             "model": np.concatenate([pred["a_speed_pred"], pred["b_speed_pred"]]),
             "model_p10": np.concatenate([pred["a_speed_p10"], pred["b_speed_p10"]]),
         })
+        if truth is not None:
+            t = truth[test_mask.to_numpy()]
+            frame["y_true"] = np.concatenate([t["a_speed_true"], t["b_speed_true"]])
         for name, values in baselines(train, test).items():
             frame[name] = values
         rows.append(frame)
@@ -87,13 +97,14 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
     return res[res["y"].notna()].reset_index(drop=True)  # unmeasured sides are not scored
 
 
-def score(preds: pd.DataFrame) -> pd.DataFrame:
+def score(preds: pd.DataFrame, target: str = "y") -> pd.DataFrame:
     """MAE, Spearman rank correlation and false-safe rate per method, plus p10 coverage.
 
     False-safe rate: among held-out rows whose true speed is < 0.85, the share predicted
     >= 0.85 (the co-locations a hook trusting the prediction would wrongly admit).
     """
-    y = preds["y"].to_numpy()
+    preds = preds[preds[target].notna()]
+    y = preds[target].to_numpy()
     unsafe = y < SAFE
     out = []
     for mth in METHODS:

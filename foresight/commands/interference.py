@@ -64,7 +64,8 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
 
 def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with targets."),
              out: Path = typer.Option(..., "--out", help="Directory for table and plot."),
-             seed: int = typer.Option(0, help="Random seed.")) -> None:
+             seed: int = typer.Option(0, help="Random seed."),
+             n_estimators: int = typer.Option(300, help="Boosting rounds per model.")) -> None:
     """Leave-one-workload-out evaluation of the model against the baselines."""
     from forecaster.interference_eval import lowo_predictions, markdown_table, score
 
@@ -74,7 +75,7 @@ def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with ta
     if len(set(table["a_workload"]) | set(table["b_workload"])) < 3:
         raise ForesightError("evaluate needs at least 3 distinct workloads")
     try:
-        preds = lowo_predictions(table, {"seed": seed})
+        preds = lowo_predictions(table, {"seed": seed, "n_estimators": n_estimators})
     except ValueError as exc:
         raise ForesightError(str(exc)) from None
     scores = score(preds)

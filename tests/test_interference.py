@@ -1,0 +1,196 @@
+"""InterferenceModel: fit/predict, generalisation, monotonicity, calibration, artifacts, CLI."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from foresight.errors import ForesightError
+from forecaster.interference import InterferenceModel
+from forecaster.interference_eval import lowo_predictions, score
+
+FAST = {"n_estimators": 60, "n_folds": 3}
+
+
+def _workloads(n: int, rng: np.random.Generator) -> pd.DataFrame:
+    return pd.DataFrame({"workload": [f"w{i:02d}" for i in range(n)],
+                         "sm_active": rng.uniform(0.1, 0.95, n),
+                         "dram_active": rng.uniform(0.05, 0.9, n),
+                         "gpu_util": rng.uniform(20, 100, n)})
+
+
+def _speed(me: pd.DataFrame, other: pd.DataFrame) -> np.ndarray:
+    # time-slicing-like truth: fair share once summed demand exceeds the GPU, plus DRAM cost
+    share = 1.0 / np.maximum(me.sm_active.to_numpy() + other.sm_active.to_numpy(), 1.0)
+    bw = 1.0 / (1.0 + 0.8 * np.maximum(me.dram_active.to_numpy() + other.dram_active.to_numpy()
+                                       - 0.8, 0.0))
+    return np.clip(share * bw, 0.05, 1.0)
+
+
+def make_pairs(n_workloads: int = 16, n_pairs: int = 300, seed: int = 0,
+               features: bool = True) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    w = _workloads(n_workloads, rng)
+    ia, ib = rng.integers(n_workloads, size=n_pairs), rng.integers(n_workloads, size=n_pairs)
+    a, b = w.iloc[ia].reset_index(drop=True), w.iloc[ib].reset_index(drop=True)
+    noise = lambda: rng.normal(0, 0.01, n_pairs)  # noqa: E731
+    out = pd.DataFrame({"a_workload": a.workload, "b_workload": b.workload,
+                        "a_speed": np.clip(_speed(a, b) + noise(), 0.02, 1.0),
+                        "b_speed": np.clip(_speed(b, a) + noise(), 0.02, 1.0)})
+    if features:
+        for f in ("sm_active", "dram_active", "gpu_util"):
+            out[f"a_{f}"], out[f"b_{f}"] = a[f].to_numpy(), b[f].to_numpy()
+    return out
+
+
+@pytest.fixture(scope="module")
+def pairs() -> pd.DataFrame:
+    return make_pairs()
+
+
+@pytest.fixture(scope="module")
+def fitted(pairs) -> InterferenceModel:
+    return InterferenceModel(**FAST).fit(pairs)
+
+
+def test_predict_columns_ranges_and_bound(fitted, pairs):
+    pred = fitted.predict(pairs.drop(columns=["a_speed", "b_speed"]))
+    assert list(pred.columns) == ["a_speed_pred", "b_speed_pred", "a_speed_p10", "b_speed_p10"]
+    assert len(pred) == len(pairs)
+    points = pred[["a_speed_pred", "b_speed_pred"]].to_numpy()
+    assert ((points > 0) & (points <= 2)).all()
+    assert (pred[["a_speed_p10", "b_speed_p10"]].to_numpy() >= 0).all()
+    assert (pred["a_speed_p10"] <= pred["a_speed_pred"]).all()
+    # a swapped pair gives the swapped answer: both directions come from one model
+    swapped = pairs.rename(columns=lambda c: {"a": "b", "b": "a"}[c[0]] + c[1:])
+    ps = fitted.predict(swapped.drop(columns=["a_speed", "b_speed"]))
+    np.testing.assert_allclose(ps["a_speed_pred"], pred["b_speed_pred"], atol=1e-9)
+
+
+def test_features_generalise_to_unseen_workloads(pairs):
+    preds = lowo_predictions(pairs, FAST, workloads=["w00", "w03", "w07", "w11"])
+    s = score(preds).set_index("method")
+    assert s.loc["model", "mae"] < 0.6 * s.loc["train_mean", "mae"]
+    assert s.loc["model", "mae"] < s.loc["util_linreg", "mae"]
+    assert s.loc["model", "spearman"] > 0.7
+
+
+def test_identity_only_beats_training_mean():
+    # speeds driven by per-workload sensitivity and aggressiveness, no features given
+    rng = np.random.default_rng(3)
+    n = 14
+    sens, aggr = rng.uniform(0.3, 1.0, n), rng.uniform(0.4, 1.0, n)
+    rows = [(i, j) for i in range(n) for j in range(i, n)]
+    a, b = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    p = pd.DataFrame({"a_workload": [f"w{i}" for i in a], "b_workload": [f"w{j}" for j in b],
+                      "a_speed": np.clip(sens[a] * aggr[b] + rng.normal(0, .02, len(a)), .02, 1),
+                      "b_speed": np.clip(sens[b] * aggr[a] + rng.normal(0, .02, len(a)), .02, 1)})
+    s = score(lowo_predictions(p, FAST, workloads=["w1", "w5", "w9"])).set_index("method")
+    # the held-out side's own sensitivity is unknowable: the gain comes from the partner
+    assert s.loc["model", "mae"] < 0.9 * s.loc["train_mean", "mae"]
+    assert np.isnan(s.loc["util_rule", "mae"])  # no utilization: the rule cannot be computed
+
+
+def test_more_partner_activity_never_speeds_up(fitted, pairs):
+    base = pairs.drop(columns=["a_speed", "b_speed"]).head(40)
+    speeds = []
+    for sm in np.linspace(0.05, 1.0, 8):
+        speeds.append(fitted.predict(base.assign(b_sm_active=sm))["a_speed_pred"].to_numpy())
+    assert (np.diff(np.vstack(speeds), axis=0) <= 1e-9).all()
+
+
+def test_p10_is_calibrated_on_unseen_workloads():
+    p = make_pairs(n_workloads=20, n_pairs=400, seed=5)
+    p["a_speed"] = np.clip(p["a_speed"] + np.random.default_rng(1).normal(0, 0.05, len(p)), .02, 1)
+    preds = lowo_predictions(p, FAST, workloads=[f"w{i:02d}" for i in range(0, 20, 5)])
+    cov = score(preds).set_index("method").loc["model", "p10_coverage"]
+    assert 0.02 <= cov <= 0.25
+
+
+def test_save_load_roundtrip_and_no_pickle(fitted, pairs, tmp_path):
+    fitted.save(tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["manifest.json", "p10.txt", "point.txt"]
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["schema_version"] == 1 and manifest["features"] == fitted.feature_names_
+    loaded = InterferenceModel.load(tmp_path)
+    pd.testing.assert_frame_equal(loaded.predict(pairs), fitted.predict(pairs))
+
+
+@pytest.mark.parametrize("target", ["point.txt", "manifest.json"])
+def test_load_refuses_tampered_artifact(fitted, tmp_path, target):
+    fitted.save(tmp_path)
+    f = tmp_path / target
+    text = f.read_text()
+    if target == "manifest.json":
+        body = json.loads(text)
+        body["conformal_offset"] = -0.5
+        f.write_text(json.dumps(body))
+    else:
+        f.write_text(text.replace("learning_rate", "learning_rate ", 1) + "\n")
+    with pytest.raises(ForesightError, match="checksum"):
+        InterferenceModel.load(tmp_path)
+
+
+def test_load_missing_dir_is_user_error(tmp_path):
+    with pytest.raises(ForesightError, match="manifest"):
+        InterferenceModel.load(tmp_path / "nope")
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p.iloc[0:0], "empty"),
+    (lambda p: p.assign(a_speed=2.5), r"\(0, 2\]"),
+    (lambda p: p.assign(b_speed=0.0), r"\(0, 2\]"),
+    (lambda p: p.assign(a_sm_active="high"), "non-numeric"),
+    (lambda p: p[["a_speed", "b_speed"]].assign(junk=1), "no usable column"),
+])
+def test_bad_tables_raise_one_line_errors(pairs, mutate, message):
+    with pytest.raises(ForesightError, match=message) as exc:
+        InterferenceModel(**FAST).fit(mutate(pairs.copy()))
+    assert "\n" not in str(exc.value)
+
+
+def test_cli_fit_predict_and_errors(pairs, tmp_path, capsys):
+    from foresight.cli import main
+
+    train = tmp_path / "train.csv"
+    pairs.assign(comment="x").to_csv(train, index=False)
+    test = tmp_path / "test.parquet"
+    pairs.drop(columns=["a_speed", "b_speed"]).head(25).to_parquet(test)
+    assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
+                 str(tmp_path / "m")]) == 0
+    assert "ignoring unknown" in capsys.readouterr().out
+    out = tmp_path / "pred.csv"
+    assert main(["interference", "predict", "--model-dir", str(tmp_path / "m"), "--pairs",
+                 str(test), "--out", str(out)]) == 0
+    pred = pd.read_csv(out)
+    assert len(pred) == 25
+    assert {"a_workload", "a_speed_pred", "b_speed_pred", "a_speed_p10", "b_speed_p10"} <= set(
+        pred.columns)
+    bad = tmp_path / "bad.csv"
+    pairs.assign(a_speed=3.0).to_csv(bad, index=False)
+    assert main(["interference", "fit", "--pairs", str(bad), "--model-dir",
+                 str(tmp_path / "m2")]) == 2
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    assert main(["interference", "fit", "--pairs", str(empty), "--model-dir",
+                 str(tmp_path / "m3")]) == 2
+    err = capsys.readouterr().err
+    assert "error:" in err and "Traceback" not in err
+
+
+def test_cli_evaluate_writes_table_and_png(tmp_path):
+    from foresight.cli import main
+
+    p = make_pairs(n_workloads=5, n_pairs=120, seed=2)
+    f = tmp_path / "pairs.csv"
+    p.to_csv(f, index=False)
+    assert main(["interference", "evaluate", "--pairs", str(f), "--out", str(tmp_path / "ev"),
+                 "--n-estimators", "40"]) == 0
+    md = (tmp_path / "ev" / "interference_eval.md").read_text()
+    for name in ("model", "always_1", "train_mean", "util_rule", "util_linreg"):
+        assert f"| {name} |" in md
+    assert (tmp_path / "ev" / "interference_pred_vs_true.png").stat().st_size > 1000

@@ -16,8 +16,8 @@ from simulator import interference
 from simulator.workloads import CATALOGUE, gpu_spec, solo_features
 
 LEVELS = np.round(np.arange(0.1, 0.91, 0.1), 2)
-GRID = {"occ_cap": [0.7, 0.9, 1.1], "occ_exp": [0.5, 1.0, 2.0, 3.0],
-        "bw_theta": [0.3, 0.5, 0.7, 0.9], "bw_beta": [1.0, 3.0, 6.0, 12.0, 24.0]}
+GRID = {"occ_cap": [0.4, 0.5, 0.6, 0.7, 0.9], "occ_exp": [0.5, 1.0, 1.5, 2.0],
+        "bw_theta": [0.7, 0.9, 1.1, 1.3], "bw_beta": [3.0, 6.0, 12.0, 24.0]}
 
 
 def random_training_pairs(n: int, seed: int = 7, gpu_model: str = "V100") -> tuple[dict, dict]:

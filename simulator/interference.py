@@ -5,7 +5,7 @@ speed(a | partners) depends on both sides' *solo* features, not on workload iden
   summed demand exceeds the GPU, plus a context-switch cost that grows with the partners'
   activity; DRAM contention still applies within a's slices;
 - MPS: kernels run concurrently, so the cost comes from SM-resource overlap (summed occupancy
-  above the SMs' capacity) and from memory-bandwidth contention (summed DRAM activity above a
+  above the SMs' capacity) and memory-bandwidth contention (summed DRAM activity above a
   threshold, weighted by a's own DRAM intensity);
 - node: separate GPUs, shared PCIe root complex / host memory: a mild cost from PCIe overlap.
 The MPS parameters are calibrated (simulator/calibrate.py) so that speeds over random pairs of

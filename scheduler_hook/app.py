@@ -42,6 +42,8 @@ def build_router(hook: ExtenderHook) -> APIRouter:
             return _bad(verb, str(exc))
         metrics.LATENCY.labels(verb).observe(time.perf_counter() - t0)
         metrics.REQUESTS.labels(verb, "200").inc()
+        if isinstance(out, bytes):
+            return Response(out, media_type="application/json")
         return _json(out)
 
     @router.post("/scheduler/filter", tags=["extender"])
@@ -52,7 +54,7 @@ def build_router(hook: ExtenderHook) -> APIRouter:
     @router.post("/scheduler/prioritize", tags=["extender"])
     async def prioritize(request: Request) -> Response:
         """ExtenderArgs -> HostPriorityList, integer scores 0-10."""
-        return await _verb(request, "prioritize", hook.prioritize, parse_args)
+        return await _verb(request, "prioritize", hook.prioritize_json, parse_args)
 
     @router.post("/scheduler/bind", tags=["extender"])
     async def bind(request: Request) -> Response:

@@ -117,7 +117,7 @@ class Scorer:
     def choose_gpus(self, pod: PodRequest, node: str) -> list[int]:
         """GPU indices for `pod` on `node`: for a GPU share the slot whose use raises expected
         fragmentation least; for whole GPUs the first fully free healthy ones. [] = no room."""
-        from scheduler_hook.scores.fragmentation import best_increase
+        from scheduler_hook.scores.fragmentation import slot_increase
 
         with self.state.lock:
             rows, known = self.state.rows([node])
@@ -125,7 +125,7 @@ class Scorer:
                 return []
             ctx = Context(self.state, rows, pod, self.providers, self.cfg)
             if pod.fractional or pod.milli < 0:
-                inc = best_increase(ctx)[0]
+                inc = slot_increase(ctx)[0]
                 g = int(np.argmin(inc))
                 return [g] if np.isfinite(inc[g]) else []
             whole = np.flatnonzero(ctx.usable[0] & (ctx.free[0] >= 1000))

@@ -25,6 +25,7 @@ HEALTH_ANNOTATION = "foresight.io/gpu-health"       # {"0": {"xid": 79, "ecc_dbe
 POWER_CAP_KEY = "foresight.io/power-cap-watts"
 RACK_LABELS = ("foresight.io/rack", "topology.kubernetes.io/rack")
 REGION_LABEL = "topology.kubernetes.io/region"
+SBE_PENALTY, THROTTLE_PENALTY = 0.4, 0.3  # health lost to volatile SBEs / HW throttling
 FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})  # DBE, row-remap, fell off bus
 
 
@@ -95,6 +96,7 @@ class ClusterState:
         self.workloads: dict[str, int] = {}
         self.racks: dict[str, int] = {"": 0}
         self._free_rows: list[int] = []
+        self._rows_cache: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._alloc(64, max_gpus, max_residents)
 
     # ---- storage -------------------------------------------------------------------------
@@ -106,6 +108,8 @@ class ClusterState:
             "gpu_count": np.zeros(rows, np.int32), "gpu_mem": np.zeros(rows),
             "power_cap": np.full(rows, np.nan), "rack": np.zeros(rows, np.int32),
             "free_milli": np.zeros((rows, gpus)), "gpu_exists": np.zeros((rows, gpus), bool),
+            "fb_decl": np.zeros((rows, gpus)), "usable": np.zeros((rows, gpus), bool),
+            "gpu_health": np.zeros((rows, gpus)),
             "drained": np.zeros((rows, gpus), bool), "xid_fatal": np.zeros((rows, gpus), bool),
             "ecc_dbe": np.zeros((rows, gpus)), "ecc_sbe": np.zeros((rows, gpus)),
             "throttle": np.zeros((rows, gpus)),
@@ -130,6 +134,7 @@ class ClusterState:
             self._alloc(2 * len(self.gpu_count), g, k)
         row = self._free_rows.pop()
         self.index[name] = row
+        self._rows_cache.clear()
         while len(self.names) <= row:
             self.names.append("")
         self.names[row] = name
@@ -155,6 +160,7 @@ class ClusterState:
             self.nodes.pop(name, None)
             row = self.index.pop(name, None)
             if row is not None:
+                self._rows_cache.clear()
                 self.live[row] = False
                 self.names[row] = ""
                 self._free_rows.append(row)
@@ -244,6 +250,7 @@ class ClusterState:
         exists = np.arange(self.free_milli.shape[1]) < g
         self.gpu_exists[r] = exists
         free = np.where(exists, 1000.0, 0.0)
+        fb = np.zeros(len(exists))
         self.drained[r] = exists & (info.drained_all | np.isin(np.arange(len(exists)),
                                                                list(info.drained)))
         for arr, key in ((self.ecc_dbe, "ecc_dbe"), (self.ecc_sbe, "ecc_sbe"),
@@ -256,6 +263,10 @@ class ClusterState:
         for gi, d in info.health.items():
             if gi < len(exists) and int(d.get("xid", 0)) in FATAL_XIDS:
                 self.xid_fatal[r, gi] = True
+        # derived once per event so that scoring only gathers: usable slots and their health
+        self.usable[r] = exists & ~self.drained[r] & ~self.xid_fatal[r] & (self.ecc_dbe[r] <= 0)
+        self.gpu_health[r] = np.where(self.usable[r], 1.0 - SBE_PENALTY * (self.ecc_sbe[r] > 0)
+                                      - THROTTLE_PENALTY * (self.throttle[r] > 0), 0.0)
         self.res_code[r], self.res_gpu[r], self.res_milli[r] = -1, -1, 0.0
         self.res_fb[r], self.res_slo[r] = 0.0, 0.0
         K = self.res_code.shape[1]
@@ -271,6 +282,7 @@ class ClusterState:
                 used = [int(x) for x in order[:pod.gpus] if free[x] >= milli]
             for x in used:
                 free[x] -= milli
+                fb[x] += pod.gpu_memory_mib or milli / 1000 * info.gpu_mem_mib
             if i < K:  # residents beyond K still count in free_milli, not in interference
                 self.res_code[r, i] = self.workload_code(pod.workload)
                 self.res_gpu[r, i] = used[0] if len(used) == 1 else -1
@@ -278,10 +290,19 @@ class ClusterState:
                 self.res_fb[r, i] = pod.gpu_memory_mib or milli / 1000 * info.gpu_mem_mib
                 self.res_slo[r, i] = pod.slo_min_speed
         self.free_milli[r] = np.maximum(free, 0.0)
+        self.fb_decl[r] = fb
 
     # ---- reads ---------------------------------------------------------------------------
     def rows(self, names: list[str]) -> tuple[np.ndarray, list[str]]:
-        """Row indices of the known names, in input order, and those names (unknowns dropped)."""
+        """Row indices of the known names, in input order, and those names (unknowns dropped).
+
+        The scheduler sends the same feasible-node list pod after pod: answers are cached
+        until a node is added or removed, and the same `known` list object is returned.
+        """
+        key = tuple(names)
+        hit = self._rows_cache.get(key)
+        if hit is not None:
+            return hit
         idx, known = [], []
         get = self.index.get
         for n in names:
@@ -289,7 +310,11 @@ class ClusterState:
             if r is not None:
                 idx.append(r)
                 known.append(n)
-        return np.asarray(idx, dtype=np.int64), known
+        out = (np.asarray(idx, dtype=np.int64), known)
+        if len(self._rows_cache) >= 16:
+            self._rows_cache.pop(next(iter(self._rows_cache)))
+        self._rows_cache[key] = out
+        return out
 
     def all_names(self) -> list[str]:
         return [n for n in self.names if n]

@@ -41,7 +41,7 @@ def parse_args(body: bytes) -> ExtenderArgs:
         raise WireError("Pod must be an object (a v1.Pod)")
     names_raw, nodes_raw = doc.get("NodeNames"), doc.get("Nodes")
     if names_raw is not None:
-        if not isinstance(names_raw, list) or not all(isinstance(n, str) for n in names_raw):
+        if not isinstance(names_raw, list) or not set(map(type, names_raw)) <= {str}:
             raise WireError("NodeNames must be a list of strings or null")
         return ExtenderArgs(pod, list(names_raw), None, True)
     if nodes_raw is None:

@@ -44,8 +44,7 @@ class Context:
     @cached_property
     def usable(self) -> np.ndarray:
         """GPU slots that exist and are neither drained nor failed (fatal XID, DBE)."""
-        s, r = self.state, self.rows
-        return s.gpu_exists[r] & ~s.drained[r] & ~s.xid_fatal[r] & (s.ecc_dbe[r] <= 0)
+        return self.state.usable[self.rows]
 
     @cached_property
     def need(self) -> np.ndarray:

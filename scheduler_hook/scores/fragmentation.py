@@ -30,20 +30,40 @@ def shape_mix(ctx: Context) -> tuple[ShapeMix, str]:
     return mix, src
 
 
-def best_increase(ctx: Context) -> np.ndarray:
+def slot_increase(ctx: Context) -> np.ndarray:
     """(n, G) fragmentation increase per candidate first GPU (inf = cannot take the pod)."""
-    if "frag_inc" in ctx.cache:
-        return ctx.cache["frag_inc"]
     mix, _ = shape_mix(ctx)
     free = np.where(ctx.usable, ctx.free, 0.0).astype(np.int64)
     cpu = np.full(ctx.n, _NO_CPU_LIMIT)
-    pod = ctx.pod
     inc = np.full(free.shape, np.inf)
     for need in np.unique(ctx.need):  # one value unless the pod is sized by gpu-memory
         sel = ctx.need == need
-        inc[sel] = fragmentation_increase(free[sel], cpu[sel], mix, None, 0, int(need), pod.gpus)
-    ctx.cache["frag_inc"] = inc
+        inc[sel] = fragmentation_increase(free[sel], cpu[sel], mix, None, 0, int(need),
+                                          ctx.pod.gpus)
     return inc
+
+
+def best_increase(ctx: Context) -> np.ndarray:
+    """(n,) least fragmentation increase over each node's GPUs (inf = no room).
+
+    The increase depends only on the multiset of free milli per GPU (and the need), and a
+    cluster has far fewer distinct multisets than nodes, so FGD runs once per distinct one.
+    """
+    if "frag_best" in ctx.cache:
+        return ctx.cache["frag_best"]
+    free = np.sort(np.where(ctx.usable, ctx.free, 0.0).astype(np.int64), axis=1)
+    key = np.column_stack([free, ctx.need.astype(np.int64)])
+    # one int64 per row; wrap-around multiplication by odd 64-bit constants as a hash
+    mult = np.random.default_rng(7).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
+    with np.errstate(over="ignore"):
+        h = (key * mult).sum(axis=1)
+    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    sub = Context(ctx.state, ctx.rows[first], ctx.pod, ctx.providers, ctx.cfg, ctx.cache)
+    inc = slot_increase(sub)
+    best = (inc.min(axis=1) if inc.shape[1] else np.full(len(first), np.inf))[inv]
+    ctx.cache["frag_best"] = best
+    ctx.cache["frag_distinct"] = len(first)
+    return best
 
 
 class Fragmentation:
@@ -53,8 +73,7 @@ class Fragmentation:
         if ctx.pod.gpus == 0:
             return constant(ctx, 1.0, "no GPU requested")
         mix, src = shape_mix(ctx)
-        inc = best_increase(ctx)
-        best = inc.min(axis=1) if inc.shape[1] else np.full(ctx.n, np.inf)
+        best = best_increase(ctx)
         ok = np.isfinite(best)
         if not ok.any():
             return constant(ctx, 0.0, "no GPU can take the pod")

@@ -6,7 +6,8 @@ import numpy as np
 
 from scheduler_hook.scores.base import ComponentResult, Context, constant
 
-SBE_PENALTY, THROTTLE_PENALTY = 0.4, 0.3
+# Per-GPU health (1 - 0.4 if volatile ECC SBEs - 0.3 if HW throttling, 0 if drained/failed) is
+# derived in ClusterState on each node event (state.SBE_PENALTY, state.THROTTLE_PENALTY).
 
 
 class GpuHealth:
@@ -16,25 +17,28 @@ class GpuHealth:
         if ctx.pod.gpus == 0:
             return constant(ctx, 1.0, "no GPU requested")
         s, r = ctx.state, ctx.rows
-        sbe, thr = s.ecc_sbe[r] > 0, s.throttle[r] > 0
-        h = np.where(ctx.usable, 1.0 - SBE_PENALTY * sbe - THROTTLE_PENALTY * thr, 0.0)
+        h = s.gpu_health[r]  # 0 on unusable slots, penalised for SBEs and throttling
         cand = ctx.fits & ctx.usable
         n_cand = cand.sum(axis=1)
-        with np.errstate(invalid="ignore"):
-            mean_h = np.where(n_cand > 0, (h * cand).sum(axis=1) / np.maximum(n_cand, 1), 0.0)
+        mean_h = np.where(n_cand > 0, (h * cand).sum(axis=1) / np.maximum(n_cand, 1), 0.0)
         value = np.where(ctx.feasible, mean_h, 0.0)
         room_any = ctx.fits.sum(axis=1) >= ctx.pod.gpus
         violation = room_any & ~ctx.feasible
-        n_bad = (ctx.fits & ~ctx.usable).sum(axis=1)
-        n_sbe, n_thr = (cand & sbe).sum(axis=1), (cand & thr).sum(axis=1)
+
+        def counts(j: int) -> tuple[int, int, int]:
+            row = int(r[j])
+            c = cand[j]
+            return (int((ctx.fits[j] & ~ctx.usable[j]).sum()),
+                    int((c & (s.ecc_sbe[row] > 0)).sum()), int((c & (s.throttle[row] > 0)).sum()))
 
         def reason(j: int) -> str:
+            n_bad, n_sbe, n_thr = counts(j)
             if violation[j]:
-                return f"room only on {n_bad[j]} drained/failed GPU(s)"
-            return (f"{n_cand[j]} candidate GPU(s): {n_sbe[j]} with ECC SBE, "
-                    f"{n_thr[j]} throttling")
+                return f"room only on {n_bad} drained/failed GPU(s)"
+            return f"{n_cand[j]} candidate GPU(s): {n_sbe} with ECC SBE, {n_thr} throttling"
 
         def why(j: int) -> str:
-            return f"GPU drained or failed (XID/ECC DBE): room only on {n_bad[j]} unusable GPU(s)"
+            return (f"GPU drained or failed (XID/ECC DBE): room only on {counts(j)[0]} "
+                    f"unusable GPU(s)")
 
         return ComponentResult(value, reason, violation, why, unresolvable=True)

@@ -20,10 +20,9 @@ class MemoryFit:
             return constant(ctx, 1.0, "no GPU requested")
         gm = ctx.gpu_mem
         model = ctx.providers.fresh("fingerprint")
-        codes = s.res_code[r]
-        resident_fb = s.res_fb[r]
         peak = np.nan
         if model is not None:
+            codes, resident_fb = s.res_code[r], s.res_fb[r]
             names = ctx.workload_names()
             by_code = np.asarray(model.peak_fb_mib(names), float) if names else np.zeros(0)
             pred = ctx.lookup(by_code, codes, np.nan)
@@ -34,10 +33,13 @@ class MemoryFit:
             np.full(ctx.n, pod.gpu_memory_mib) if pod.gpu_memory_mib
             else ctx.need / 1000.0 * gm)
         G = ctx.free.shape[1]
-        used = np.zeros((ctx.n, G))
-        res_gpu = s.res_gpu[r]
-        for g in range(G):  # G <= 8 typically: cheaper than a scatter-add over residents
-            used[:, g] = (resident_fb * (res_gpu == g)).sum(axis=1)
+        if model is None:
+            used = s.fb_decl[r]  # declared sizes, kept per GPU by the state
+        else:
+            used = np.zeros((ctx.n, G))
+            res_gpu = s.res_gpu[r]
+            for g in range(G):  # G <= 8 typically: cheaper than a scatter-add over residents
+                used[:, g] = (resident_fb * (res_gpu == g)).sum(axis=1)
         free_fb = np.where(ctx.fits & ctx.usable, gm[:, None] - used, -np.inf)
         best = free_fb.max(axis=1) if G else np.full(ctx.n, -np.inf)
         slack = best - need_fb

@@ -11,7 +11,7 @@ from scheduler_hook.scores.base import ComponentResult, Context, constant
 def empty_gpus(ctx: Context) -> tuple[np.ndarray, float]:
     """(n,) whole GPUs on each candidate if it is empty (else 0), and the cluster-wide sum."""
     s = ctx.state
-    usable = s.gpu_exists & ~s.drained & ~s.xid_fatal & (s.ecc_dbe <= 0)
+    usable = s.usable
     empty = s.live & s.schedulable & (s.gpu_count > 0) & \
         ((s.free_milli >= 1000) | ~s.gpu_exists).all(axis=1)
     per_node = np.where(empty, usable.sum(axis=1), 0)

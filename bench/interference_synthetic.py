@@ -25,7 +25,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from features.pairs import build_pair_table, match_truth  # noqa: E402
+from features.pairs import (PROGRESS_METRIC, TELEMETRY_FEATURES, build_pair_table,  # noqa: E402
+                            match_truth)
 from forecaster.interference_eval import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
 from interference_gavel import machine  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402
@@ -33,7 +34,7 @@ from simulator import SimConfig, generate_cluster  # noqa: E402
 
 def cluster_pairs(seed: int, days: float, nodes: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=4, load=1.0,
-                    mps_node_fraction=0.5)
+                    mps_node_fraction=0.5, metrics=tuple(TELEMETRY_FEATURES) + (PROGRESS_METRIC,))
     c = generate_cluster(cfg)
     truth = c.truth["interference"]
     node_of = (c.pods.assign(k=c.pods["namespace"] + "/" + c.pods["pod"])

@@ -270,16 +270,20 @@ def _episode_speed(rates: dict, ref: pd.Series, key: str, ts: pd.Series,
     if key not in ref.index or pd.isna(ref[key]) or key not in rates:
         return np.nan
     r = rates[key]
-    r = r[r["ts"].isin(ts.to_numpy()) & (r["rate"] > 0)]
+    # the rate at the first step covers the interval before the episode began
+    r = r[r["ts"].isin(ts.to_numpy()[1:]) & (r["rate"] > 0)]
     if len(r) < max(2, min_steps // 2):
         return np.nan
     return float(np.clip(_steady_rate(r) / ref[key], 1e-3, 2.0))
 
 
-def match_truth(episodes: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
+def match_truth(episodes: pd.DataFrame, truth: pd.DataFrame,
+                column: str = "pair_speed") -> pd.DataFrame:
     """Overlap-weighted true speed of each side of each episode from a truth table with
-    columns namespace, pod, partner_namespace, partner_pod, start, end, speed (the
-    simulator's `truth["interference"]`). Returns columns a_speed_true, b_speed_true."""
+    columns namespace, pod, partner_namespace, partner_pod, start, end and `column` (the
+    simulator's `truth["interference"]`: `pair_speed` is the interference function of the
+    pair alone, `speed` the pod's mean speed over the truth episode, other partners and all).
+    Returns columns a_speed_true, b_speed_true."""
     t = truth.assign(k=truth["namespace"].astype(str) + "/" + truth["pod"].astype(str),
                      pk=truth["partner_namespace"].astype(str) + "/"
                      + truth["partner_pod"].astype(str))
@@ -294,5 +298,5 @@ def match_truth(episodes: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
                 continue
             ov = (np.minimum(g["end"], e.end) - np.maximum(g["start"], e.start)).dt.total_seconds()
             ov = ov.clip(lower=0).to_numpy()
-            out[col].append(float(np.sum(ov * g["speed"]) / ov.sum()) if ov.sum() > 0 else np.nan)
+            out[col].append(float(np.sum(ov * g[column]) / ov.sum()) if ov.sum() > 0 else np.nan)
     return pd.DataFrame(out, index=episodes.index)

@@ -1,0 +1,95 @@
+"""Interference model speed: fit on 10,000 pairs (< 10 s), predict 1,000 pairs (< 50 ms).
+
+Run: nice .venv/bin/python bench/interference_speed.py [--runs 3] [--threads 1 2]
+Writes bench/results/interference_speed.md. The pair table is synthetic (200 workloads with
+10 solo features each, time-slicing-like truth), with workload names, so both the identity
+encodings and the fingerprint features are exercised. Medians over runs.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from forecaster.interference import InterferenceModel  # noqa: E402
+from interference_gavel import machine  # noqa: E402
+
+FEATS = {"gpu_util": (10, 100), "sm_active": (0.05, 0.95), "sm_occupancy": (0.05, 0.8),
+         "tensor_active": (0.0, 0.8), "dram_active": (0.05, 0.9), "mem_copy_util": (5, 80),
+         "fb_used_mib": (1000, 40000), "pcie_tx_mbps": (10, 3000), "pcie_rx_mbps": (10, 8000),
+         "power_w": (60, 300)}
+
+
+def synthetic_pairs(n: int, n_workloads: int = 200, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    w = pd.DataFrame({f: rng.uniform(lo, hi, n_workloads) for f, (lo, hi) in FEATS.items()})
+    ia, ib = rng.integers(n_workloads, size=n), rng.integers(n_workloads, size=n)
+    out = {"a_workload": [f"w{i}" for i in ia], "b_workload": [f"w{i}" for i in ib],
+           "sharing": rng.choice(["timeslice", "mps"], n)}
+    for f in FEATS:
+        out[f"a_{f}"], out[f"b_{f}"] = w[f].to_numpy()[ia], w[f].to_numpy()[ib]
+    sa, sb = out["a_sm_active"], out["b_sm_active"]
+    for me, sm_me, sm_o in (("a", sa, sb), ("b", sb, sa)):
+        out[f"{me}_speed"] = np.clip(1 / np.maximum(sm_me + sm_o, 1) + rng.normal(0, .02, n),
+                                     .02, 1)
+    return pd.DataFrame(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--predict-runs", type=int, default=30)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "interference_speed.md"))
+    args = ap.parse_args()
+    train, test = synthetic_pairs(10_000), synthetic_pairs(1_000, seed=1).drop(
+        columns=["a_speed", "b_speed"])
+    rows = []
+    for threads in args.threads:
+        fits, model = [], None
+        for _ in range(args.runs):
+            t0 = time.perf_counter()
+            model = InterferenceModel(n_threads=threads).fit(train)
+            fits.append(time.perf_counter() - t0)
+        model.predict(test)  # warm-up
+        preds = []
+        for _ in range(args.predict_runs):
+            t0 = time.perf_counter()
+            model.predict(test)
+            preds.append(time.perf_counter() - t0)
+        fit_s, pred_ms = statistics.median(fits), 1000 * statistics.median(preds)
+        rows.append(f"| {threads} | {fit_s:.2f} s | {'PASS' if fit_s < 10 else 'FAIL'} | "
+                    f"{pred_ms:.1f} ms | {'PASS' if pred_ms < 50 else 'FAIL'} | "
+                    f"{', '.join(f'{v:.2f}' for v in fits)} |")
+        print(rows[-1], flush=True)
+    load = os.getloadavg()
+    text = "\n".join([
+        "# Interference model speed", "",
+        f"Command: `nice .venv/bin/python bench/interference_speed.py --runs {args.runs} "
+        f"--threads {' '.join(map(str, args.threads))}`  ",
+        f"Machine: {machine()}; load average at the end {load[0]:.1f} / {load[1]:.1f} / "
+        f"{load[2]:.1f} (the 2 cores are shared with other engineers' jobs)  ",
+        f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
+        "Data: 10,000 training pairs / 1,000 scored pairs, 200 workloads, 10 solo features per "
+        "side, workload names (identity encodings on). Fit = the whole `fit` (directed rows, "
+        "out-of-fold identity encodings, point model, conformal p10 model); predict = the whole "
+        f"`predict` on a DataFrame. Medians over {args.runs} fits and {args.predict_runs} "
+        "predicts.", "",
+        "| LightGBM threads | fit 10k pairs (median) | < 10 s | predict 1k pairs (median) | "
+        "< 50 ms | fit runs |", "|---|---|---|---|---|---|", *rows])
+    Path(args.out).write_text(text + "\n")
+    print("wrote", args.out)
+
+
+if __name__ == "__main__":
+    main()

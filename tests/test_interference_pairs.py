@@ -1,0 +1,115 @@
+"""features.pairs: validation, the Gavel loader, and the pair table built from telemetry."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from features.pairs import (build_pair_table, load_gavel_pairs, match_truth, read_pairs,
+                            validate_pairs)
+from foresight.errors import ForesightError
+
+GAVEL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "gavel-colocation"
+T0 = pd.Timestamp("2026-01-05T00:00:00Z")
+
+
+def _telemetry() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Node n1 with GPUs g0, g1; pods p1 (10 it/s solo) and p2 (4 it/s solo).
+
+    steps 0-9 and 20-29: p1 alone on g0, p2 alone on g1 (a node co-location);
+    steps 10-19: both on g0 (a shared GPU), p1 at 6 it/s (speed 0.6), p2 at 2 it/s (0.5);
+    a notebook p3 (no progress counter) runs alone on g1 during steps 10-19.
+    """
+    rows = []
+    it = {"p1": 0.0, "p2": 0.0}
+    for k in range(30):
+        ts = T0 + pd.Timedelta(seconds=30 * k)
+        shared = 10 <= k < 20
+        place = {"p1": "g0", "p2": "g0" if shared else "g1"}
+        rate = {"p1": 6.0 if shared else 10.0, "p2": 2.0 if shared else 4.0}
+        sm = {"g0": 1.0 if shared else 0.8, "g1": 0.4}
+        if shared:
+            place["p3"] = "g1"
+            sm["g1"] = 0.3
+        for pod, gpu in place.items():
+            if pod in it:
+                it[pod] += rate[pod] * 30
+                rows.append((ts, "n1", gpu, gpu, "ns", pod, "foresight_app_iterations_total",
+                             it[pod]))
+            rows.append((ts, "n1", gpu, gpu, "ns", pod, "DCGM_FI_PROF_SM_ACTIVE", sm[gpu]))
+            rows.append((ts, "n1", gpu, gpu, "ns", pod, "DCGM_FI_DEV_GPU_UTIL", 100 * sm[gpu]))
+    samples = pd.DataFrame(rows, columns=["ts", "node", "gpu", "uuid", "namespace", "pod",
+                                          "metric", "value"])
+    pods = pd.DataFrame({"namespace": "ns", "pod": ["p1", "p2", "p3"],
+                         "workload": ["train-a", "train-b", "notebook"]})
+    return samples, pods
+
+
+def test_build_pair_table_finds_episodes_speeds_and_fingerprints():
+    samples, pods = _telemetry()
+    pairs, eps = build_pair_table(samples, pods, gpu_sharing={"n1": "mps"})
+    gpu = pairs[pairs["sharing"] == "mps"]
+    assert len(gpu) == 1
+    r = gpu.iloc[0]
+    assert {r["a_workload"], r["b_workload"]} == {"train-a", "train-b"}
+    speeds = {r["a_workload"]: r["a_speed"], r["b_workload"]: r["b_speed"]}
+    assert speeds["train-a"] == pytest.approx(0.6, abs=0.03)
+    assert speeds["train-b"] == pytest.approx(0.5, abs=0.03)
+    # solo fingerprints come from steps alone on the GPU, never from the shared steps
+    sm = {r["a_workload"]: r["a_sm_active"], r["b_workload"]: r["b_sm_active"]}
+    assert sm == {"train-a": pytest.approx(0.8), "train-b": pytest.approx(0.4)}
+    node = pairs[pairs["sharing"] == "node"]
+    # p1-p2 across GPUs before and after the shared stretch: two episodes (a gap splits them);
+    # p3 is never alone on its node's other GPU next to a pod alone on its own GPU
+    assert len(node) == 2 and (node["b_workload"] == "train-b").all()
+    assert np.allclose(node[["a_speed", "b_speed"]].to_numpy(), 1.0, atol=0.05)
+    assert len(eps) == len(pairs) and (eps["n_steps"] >= 4).all()
+    # the table passes the contract (an unmeasured side is allowed)
+    validate_pairs(pairs, require_targets=True)
+
+
+def test_match_truth_weights_by_overlap():
+    samples, pods = _telemetry()
+    pairs, eps = build_pair_table(samples, pods)
+    gpu_row = eps.index[eps["sharing"] == "timeslice"][0]
+    e = eps.loc[gpu_row]
+    truth = pd.DataFrame({
+        "namespace": "ns", "pod": ["p1", "p1", "p2"],
+        "partner_namespace": "ns", "partner_pod": ["p2", "p2", "p1"],
+        "start": [e.start, e.start + (e.end - e.start) / 2, e.start],
+        "end": [e.start + (e.end - e.start) / 2, e.end, e.end],
+        "pair_speed": [0.4, 0.8, 0.5]})
+    t = match_truth(eps.loc[[gpu_row]], truth)
+    assert t.loc[gpu_row, "a_speed_true"] == pytest.approx(0.6)
+    assert t.loc[gpu_row, "b_speed_true"] == pytest.approx(0.5)
+
+
+def test_validate_and_read_errors(tmp_path):
+    ok = pd.DataFrame({"a_workload": ["x"], "b_workload": ["y"], "a_speed": [0.5],
+                       "b_speed": [np.nan]})
+    assert validate_pairs(ok, require_targets=True)["a_speed"].iloc[0] == 0.5
+    with pytest.raises(ForesightError, match="no measured speed"):
+        validate_pairs(ok.assign(a_speed=np.nan), require_targets=True)
+    with pytest.raises(ForesightError, match="sharing"):
+        validate_pairs(ok.assign(sharing="magic"), require_targets=False)
+    with pytest.warns(UserWarning, match="zzz"):
+        validate_pairs(ok.assign(zzz=1), require_targets=False)
+    with pytest.raises(ForesightError, match="not found"):
+        read_pairs(tmp_path / "missing.csv")
+    bad = tmp_path / "bad.parquet"
+    bad.write_text("not parquet")
+    with pytest.raises(ForesightError, match="cannot read"):
+        read_pairs(bad)
+
+
+def test_gavel_single_gpu_pairs():
+    if not GAVEL.is_dir():
+        pytest.skip(f"Gavel traces not present at {GAVEL}")
+    p = load_gavel_pairs(GAVEL, "v100")
+    assert (p["a_workload"] <= p["b_workload"]).all()  # one row per unordered pair
+    assert not p.duplicated(["a_workload", "b_workload"]).any()
+    assert ((p["a_speed"] > 0) & (p["a_speed"] <= 2)).all()
+    assert p["a_workload"].nunique() > 20
+    validate_pairs(p, require_targets=True)

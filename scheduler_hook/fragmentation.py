@@ -253,10 +253,12 @@ class ShapeMixTracker:
     _counts: dict[tuple, float] = field(default_factory=dict)
     _scale: float = 1.0  # weights are stored divided by the running decay to keep updates O(1)
 
-    def observe(self, cpu_milli: int, gpu_milli: int, num_gpu: int, spec: object = "") -> None:
+    def observe(self, cpu_milli: int, gpu_milli: int, num_gpu: int, spec: object = "",
+                weight: float = 1.0) -> None:
+        """Count one arrived pod (``weight`` e.g. its GPU request to weigh shapes by volume)."""
         self._scale *= 2.0 ** (1.0 / self.half_life)
         key = (int(cpu_milli), int(gpu_milli) if num_gpu > 0 else 0, int(num_gpu), _spec_key(spec))
-        self._counts[key] = self._counts.get(key, 0.0) + self._scale
+        self._counts[key] = self._counts.get(key, 0.0) + self._scale * weight
         if self._scale > 1e100:  # renormalise before overflow
             self._counts = {k: v / self._scale for k, v in self._counts.items()}
             self._scale = 1.0

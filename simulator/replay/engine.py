@@ -24,11 +24,12 @@ class ReplayResult:
     pods: int = 0
     unscheduled: int = 0
     placements: list[tuple[int, int, list[int]]] = field(default_factory=list, repr=False)
+    extra: dict = field(default_factory=dict)  # a replay mode's counters
 
     def to_json(self) -> dict:
         return {"policy": self.policy, "seed": self.seed, "alloc_curve": self.alloc_curve,
                 "alloc_at_100": self.alloc_at_100, "seconds": round(self.seconds, 3),
-                "pods": self.pods, "unscheduled": self.unscheduled}
+                "pods": self.pods, "unscheduled": self.unscheduled, **self.extra}
 
 
 def make_policy(name: str) -> Policy:
@@ -38,7 +39,7 @@ def make_policy(name: str) -> Policy:
 
 
 def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: float = 1.3,
-           keep_placements: bool = False, until: int = 130) -> ReplayResult:
+           keep_placements: bool = False, until: int = 130, mode=None) -> ReplayResult:
     """Replay ``trace`` on ``nodes`` with the published protocol and one policy.
 
     ``until`` < 130 stops once the arrived load reaches that % (the curve then ends there):
@@ -51,6 +52,9 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
     cluster = Cluster(nodes)
     work = build_workload(trace, cluster.capacity_milli, tune, seed)
     pol.reset(cluster, trace)
+    pol.mode = mode
+    if mode is not None:
+        mode.start(len(work), cluster.shape, seed)
     rng = np.random.default_rng(seed)
     cap = cluster.capacity_milli
     thresholds = np.array([n * cap / 100.0 for n in CURVE_POINTS if n <= until])
@@ -60,6 +64,7 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
     for i in range(len(work)):
         pod = Pod(int(work.cpu[i]), int(work.mem[i]), int(work.num_gpu[i]),
                   int(work.gpu_milli[i]), str(work.spec[i]))
+        pol.pod_index = i
         pol.observe(pod)
         node_ok, slots = cluster.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
         cand = np.flatnonzero(node_ok)
@@ -71,6 +76,8 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
             slot = int(np.argmax(np.where(slots[node], slot_score[node], -np.inf)))
             used = cluster.place(node, slot, pod.cpu, pod.mem, pod.num_gpu, pod.milli)
             pol.placed(node, used, pod)
+            if mode is not None:
+                mode.placed(i, node, used, pod.milli)
             if keep_placements:
                 placements.append((i, node, used))
         else:
@@ -84,4 +91,5 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
     for n in range(next_n, len(thresholds)):  # load never reached: the final allocation
         curve[str(n)] = round(cluster.alloc_share, 4)
     return ReplayResult(pol.name, seed, curve, curve["100"], time.perf_counter() - t0,
-                        len(work), unscheduled, placements)
+                        len(work), unscheduled, placements,
+                        mode.report() if mode is not None else {})

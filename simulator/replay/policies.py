@@ -31,6 +31,8 @@ class Pod:
 
 class Policy:
     name = "base"
+    mode = None  # a replay mode (beyond packing), set by the engine
+    pod_index = 0  # index of the pod being scored in the replayed sequence
 
     def reset(self, cluster: Cluster, trace: Pods) -> None:
         """Called once before the replay; ``trace`` is the whole pod CSV (only FGD may use it)."""
@@ -166,12 +168,16 @@ class FGD(Policy):
 class Foresight(FGD):
     """FGD measure against the mix of shapes *already arrived* (exponentially weighted).
 
-    No oracle: the mix is learned online from arrivals. Scores are not quantized, and nodes
-    equally good for fragmentation are told apart by the tightest fit (least GPU then CPU left).
+    No oracle: the mix is learned online from arrivals. Scores are not quantized; nodes equally
+    good for fragmentation are told apart by the tightest fit (least GPU then CPU share left),
+    except CPU-only pods, which go where CPU is most plentiful per free GPU milli (so they do not
+    strand GPUs of CPU-tight nodes). ``by_volume`` weighs shapes by GPU request instead of count.
     """
 
     name = "foresight"
     half_life = 5000.0
+    refresh = 32  # re-read the learned mix every so many arrivals, or at once on a new shape
+    by_volume = False
 
     def reset(self, cluster, trace):
         Policy.reset(self, cluster, trace)
@@ -180,11 +186,10 @@ class Foresight(FGD):
         self._levels_key: tuple | None = None
         self.mix = ShapeMix.from_counts({})
 
-    refresh = 32  # re-read the learned mix every so many arrivals, or at once on a new shape
-
     def observe(self, pod):
         known = len(self.tracker)
-        self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec)
+        weight = pod.num_gpu * pod.milli / MILLI if self.by_volume else 1.0
+        self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec, weight)
         self._seen += 1
         if len(self.tracker) == known and self._seen % self.refresh:
             return
@@ -199,11 +204,16 @@ class Foresight(FGD):
     def score(self, pod, node_ok, slots):
         c = self.cluster
         inc = self.increase(pod, node_ok)
-        left = (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (c.nodes.gpus * MILLI) + \
-               (c.cpu_free - pod.cpu) / c.nodes.cpu
+        if self.mode is not None and pod.shared:  # predicted-unsafe GPUs only as a last resort
+            inc = inc + 1e7 * self.mode.predicted_unsafe(self.pod_index, pod.milli)
+        gpu_left = c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli
+        if pod.num_gpu == 0:
+            tie = -(c.cpu_free - pod.cpu) / np.maximum(gpu_left, 100)
+        else:
+            tie = gpu_left / (c.nodes.gpus * MILLI) + (c.cpu_free - pod.cpu) / c.nodes.cpu
         slot = np.where(slots, -inc - 1e-3 * c.gpu_free, -np.inf)
         node = np.where(node_ok, (-inc).max(axis=1, initial=-np.inf, where=slots), -np.inf)
-        return node - 1e-3 * left, slot
+        return node - 1e-6 * tie, slot
 
 
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (

@@ -1,0 +1,98 @@
+"""Beyond-packing replay mode: what GPU sharing does to the pods that share.
+
+Every GPU-sharing pod (one GPU, < 1000 milli) is given a workload drawn from the Gavel job types
+measured on one GPU model (``truth_gpu``, physical runs, scale 1). At the end of the replay we
+count, per policy, (a) co-located pairs on a GPU whose *true* normalized speed (Gavel, either
+side) is under ``slow`` and (b) pods on a shared GPU whose true peak memory does not fit (the
+sum of the true peaks of the pods on that GPU exceeds it; a pod alone always fits).
+
+Gavel measures no memory, so true peak memory is *synthetic*: per workload a peak/declared
+ratio drawn once per seed from U(0.7, 1.3), times the pod's declared share. Foresight may not
+read the truth: it predicts speed from the same jobs measured on another GPU model
+(``predict_gpu``), and memory from the ratios of pods of the same workload placed before.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from foresight.errors import ForesightError
+
+
+def speed_matrix(pairs: pd.DataFrame, gpu: str, jobs: list[str]) -> np.ndarray:
+    """S[a, b] = speed of job a co-located with job b (co-located / solo throughput)."""
+    d = pairs[(pairs["source"] == "physical") & (pairs["gpu"] == gpu) & (pairs["scale_a"] == 1)
+              & (pairs["scale_b"] == 1)]
+    idx = {j: i for i, j in enumerate(jobs)}
+    s = np.full((len(jobs), len(jobs)), np.nan)
+    for a, b, v in zip(d["job_a"], d["job_b"], d["norm_speed_a"]):
+        if a in idx and b in idx:
+            s[idx[a], idx[b]] = v
+    s[np.isnan(s) | (s <= 0)] = 0.0  # infeasible or not measured: as bad as it gets
+    return s
+
+
+class ColocationMode:
+    """Workloads, truth and counters of one beyond-packing replay."""
+
+    def __init__(self, gavel_pairs: Path, truth_gpu: str = "v100", predict_gpu: str = "p100",
+                 slow: float = 0.85) -> None:
+        if not Path(gavel_pairs).is_file():
+            raise ForesightError(f"Gavel pair table not found: {gavel_pairs}")
+        pairs = pd.read_csv(gavel_pairs)
+        d = pairs[(pairs["source"] == "physical") & (pairs["gpu"] == truth_gpu)]
+        self.jobs = sorted(set(d["job_a"]))
+        if not self.jobs:
+            raise ForesightError(f"no physical {truth_gpu} rows in {gavel_pairs}")
+        self.true_speed = speed_matrix(pairs, truth_gpu, self.jobs)
+        self.pred_speed = speed_matrix(pairs, predict_gpu, self.jobs)
+        self.slow = slow
+
+    def start(self, n_pods: int, shape: tuple[int, int], seed: int) -> None:
+        rng = np.random.default_rng(seed + 7919)
+        j = len(self.jobs)
+        self.workload = rng.integers(0, j, n_pods)
+        self.ratio = rng.uniform(0.7, 1.3, j)
+        self.residents: dict[tuple[int, int], list[tuple[int, int]]] = {}  # slot -> (job, milli)
+        self.seen_ratio_sum = np.zeros(j)
+        self.seen_ratio_n = np.zeros(j)
+        # per slot and incoming job: worst predicted pair speed; per slot and job: milli there
+        self.pred_pair = np.minimum(self.pred_speed, self.pred_speed.T)
+        self.slot_worst = np.ones((*shape, j))
+        self.slot_milli = np.zeros((*shape, j))
+
+    def placed(self, pod_index: int, node: int, slots: list[int], milli: int) -> None:
+        if len(slots) != 1 or milli >= 1000:
+            return
+        job = int(self.workload[pod_index])
+        self.residents.setdefault((node, slots[0]), []).append((job, milli))
+        self.seen_ratio_sum[job] += self.ratio[job]  # its peak shows in telemetry once it runs
+        self.seen_ratio_n[job] += 1
+        np.minimum(self.slot_worst[node, slots[0]], self.pred_pair[job],
+                   out=self.slot_worst[node, slots[0]])
+        self.slot_milli[node, slots[0], job] += milli
+
+    def predicted_unsafe(self, pod_index: int, milli: int) -> np.ndarray:
+        """(N, G) bool: slots where Foresight predicts a slow pair or a memory overflow."""
+        job = int(self.workload[pod_index])
+        mean = np.divide(self.seen_ratio_sum, self.seen_ratio_n,
+                         out=np.ones(len(self.jobs)), where=self.seen_ratio_n > 0)
+        peak = self.slot_milli @ mean + milli * mean[job]
+        return (self.slot_worst[:, :, job] < self.slow) | (peak > 1000)
+
+    def report(self) -> dict:
+        slow_pairs = pairs = oom = 0
+        for res in self.residents.values():
+            peak = sum(min(1000.0, m * self.ratio[j]) for j, m in res)
+            if len(res) > 1 and peak > 1000:  # only sharing can make a pod not fit
+                oom += len(res)
+            for a in range(len(res)):
+                for b in range(a + 1, len(res)):
+                    ja, jb = res[a][0], res[b][0]
+                    pairs += 1
+                    slow_pairs += min(self.true_speed[ja, jb], self.true_speed[jb, ja]) < self.slow
+        shared = sum(len(r) for r in self.residents.values())
+        return {"sharing_pods": shared, "colocated_pairs": pairs, "slow_pairs": int(slow_pairs),
+                "memory_overflow_pods": int(oom)}

@@ -63,7 +63,7 @@ class ClusterSim:
         g, cfg = self.cfg.gpus_per_node, self.cfg
         free = self.free.reshape(cfg.nodes, g)
         if pod.milli >= 1000:
-            k = min(pod.num_gpu, g)
+            k = pod.num_gpu
             whole = (free == 1000).sum(axis=1)
             fits = np.flatnonzero(whole >= k)
             if len(fits) == 0:
@@ -150,8 +150,10 @@ class ClusterSim:
     def _add_pod(self, row, created: float, work: float) -> Pod:
         w = CATALOGUE[row["workload"]]
         f = solo_features(w, self.spec, self.rng)
+        # a job never asks for more GPUs than a node has (gangs are single-node here)
+        n_gpu = min(int(row["num_gpu"]), self.cfg.gpus_per_node)
         pod = Pod(len(self.pods), row["queue"], w.name, int(max(row["priority"], w.priority)),
-                  int(row["num_gpu"]), int(row["milli"]), created, work,
+                  n_gpu, int(row["milli"]), created, work,
                   {k: float(v[0]) for k, v in f.items()})
         self.pods.append(pod)
         return pod

@@ -299,3 +299,26 @@ def test_cli_writes_tables_truth_and_openmetrics(tmp_path):
     text = (out / "history.om").read_bytes()
     assert text.endswith(b"# EOF\n") and b"DCGM_FI_PROF_SM_ACTIVE" in text
     assert main(["simulate", "--out", str(out), "--metrics", "NOPE"]) == 2
+
+
+def test_inference_serving_follows_a_diurnal_load():
+    cfg = SimConfig(days=6, nodes=1, gpus_per_node=2, serving_pods=2, load=0.0, step_s=300,
+                    unhealthy_fraction=0.0, metrics=("DCGM_FI_DEV_POWER_USAGE",))
+    c = generate_cluster(cfg)
+    ph = c.truth["phases"]
+    ph = ph[ph.phase.isin(["serving_busy", "serving_idle"])]
+    assert set(c.pods.workload) == {"llm-serving"}
+    # busy seconds per hour of day, from the phase truth
+    busy = np.zeros(24)
+    total = np.zeros(24)
+    for p in ph.itertuples():
+        for t in pd.date_range(p.start.ceil("min"), p.end, freq="1min", inclusive="left"):
+            total[t.hour] += 1
+            busy[t.hour] += p.phase == "serving_busy"
+    share = busy / total
+    profile = json.loads((SEED_DIR / "arrivals.json").read_text())["profiles"][0]
+    assert np.corrcoef(share, profile["hour_of_day_share"])[0, 1] > 0.5
+    assert share.max() - share.min() > 0.3
+    m = _phase_of_samples(c, ["DCGM_FI_DEV_POWER_USAGE"])
+    pw = m.groupby("phase").DCGM_FI_DEV_POWER_USAGE.mean()
+    assert pw["serving_busy"] > pw["serving_idle"] + 50

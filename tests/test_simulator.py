@@ -281,7 +281,8 @@ def test_seed_files_are_reproducible_from_the_traces(tmp_path):
 
     for name, fn in (("power.json", derive_seeds.derive_power),
                      ("gavel_speeds.json", derive_seeds.derive_gavel),
-                     ("jobs.json", derive_seeds.derive_jobs)):
+                     ("jobs.json", derive_seeds.derive_jobs),
+                     ("arrivals.json", derive_seeds.derive_arrivals)):
         committed = json.loads((SEED_DIR / name).read_text())
         assert json.loads(json.dumps(fn(TRACES))) == committed, name
         assert "source" in committed["provenance"] and "method" in committed["provenance"]

@@ -61,7 +61,7 @@ def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
     return gpu[order], idx[order], pod[order], first[order]
 
 
-def _samples(cfg, pods, grids, seg, n_steps, spec) -> pd.DataFrame:
+def _samples(cfg, pods, grids, seg, n_steps) -> pd.DataFrame:
     nodes, uuids, ns, names = _names(cfg, pods)
     gpu, idx, pod, first = _sample_rows(cfg, pods, n_steps)
     parts = []
@@ -136,8 +136,7 @@ def _queues(cfg: SimConfig, pods: list, n_steps: int) -> pd.DataFrame:
 def generate_cluster(config: SimConfig) -> SyntheticCluster:
     """Generate a deterministic synthetic history of a GPU cluster (see simulator/README)."""
     cfg = config
-    metric_names = cfg.metric_names()  # validates `metrics` early
-    del metric_names
+    cfg.metric_names()  # validates `metrics` before any work
     spec = gpu_spec(cfg.gpu_model)
     root = np.random.SeedSequence(cfg.seed)
     r_arr, r_sim, r_seg, r_health, r_noise = (np.random.default_rng(s) for s in root.spawn(5))
@@ -152,8 +151,8 @@ def generate_cluster(config: SimConfig) -> SyntheticCluster:
     hg = {k: np.zeros((cfg.n_gpus, n_steps)) for k in ("sbe", "dbe", "xid", "temp_offset")}
     hg["hw_slowdown"] = np.zeros((cfg.n_gpus, n_steps), dtype=bool)
     apply_health(health, n_steps, cfg.step_s, r_health, hg)
-    grids, _ = metric_grids(cfg, spec, pods, seg, hg, r_noise)
-    samples = conform(_samples(cfg, pods, grids, seg, n_steps, spec), GPU_SAMPLE_COLUMNS)
+    grids = metric_grids(cfg, spec, pods, seg, hg, r_noise)
+    samples = conform(_samples(cfg, pods, grids, seg, n_steps), GPU_SAMPLE_COLUMNS)
 
     nodes, uuids, ns, names = _names(cfg, pods)
     visible = [p for p in pods if p.created < cfg.duration_s and
@@ -177,6 +176,6 @@ def generate_cluster(config: SimConfig) -> SyntheticCluster:
             ("kueue.x-k8s.io/queue-name", p.queue),
             ("gpu-fraction", f"{p.milli / 1000:g}"))],
         columns=["namespace", "pod", "label", "value"])
-    truth = build_truth(cfg, spec, sim, phase_rows, seg, health, nodes, ns, names)
+    truth = build_truth(cfg, spec, sim, phase_rows, health, nodes, ns, names)
     return SyntheticCluster(config=cfg, samples=samples, pods=conform(pod_df, POD_COLUMNS),
                             pod_labels=labels, queues=_queues(cfg, pods, n_steps), truth=truth)

@@ -10,7 +10,7 @@ from scipy.signal import lfilter
 
 from simulator.config import PHASES, SimConfig
 from simulator.segments import Segments
-from simulator.workloads import CATALOGUE, PCIE_FULL_BYTES, PHASE_LEVEL
+from simulator.workloads import CATALOGUE, PCIE_FULL_BYTES, PHASE_LEVEL, iteration_period
 
 _ACT = np.asarray([PHASE_LEVEL[p][0] for p in PHASES])
 _RX = np.asarray([PHASE_LEVEL[p][1] for p in PHASES])
@@ -34,7 +34,7 @@ def _expand(pods: list, seg: Segments, cfg: SimConfig, n_steps: int):
     i0 = np.clip(np.ceil(seg.t0[rep] / cfg.step_s), 0, n_steps).astype(np.int64)
     i1 = np.clip(np.ceil(seg.t1[rep] / cfg.step_s), 0, n_steps).astype(np.int64)
     keep = i1 > i0
-    return rep[keep], gpu[keep], i0[keep], i1[keep], offs[keep]
+    return rep[keep], gpu[keep], i0[keep], i1[keep]
 
 
 def _accumulate(n_gpus: int, n_steps: int, gpu, i0, i1, values) -> np.ndarray:
@@ -45,11 +45,11 @@ def _accumulate(n_gpus: int, n_steps: int, gpu, i0, i1, values) -> np.ndarray:
 
 
 def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_grids: dict,
-                 rng: np.random.Generator) -> tuple[dict, tuple]:
-    """Every GPU-level metric as an (n_gpus, n_steps) grid, plus the expanded segments."""
+                 rng: np.random.Generator) -> dict:
+    """Every GPU-level metric as an (n_gpus, n_steps) grid."""
     n_steps = int(np.floor(cfg.duration_s / cfg.step_s + 1e-9))
     G = cfg.n_gpus
-    rep, gpu, i0, i1, offs = _expand(pods, seg, cfg, n_steps)
+    rep, gpu, i0, i1 = _expand(pods, seg, cfg, n_steps)
     feats = {k: np.asarray([p.feats[k] for p in pods]) for k in pods[0].feats} if pods else {}
     pod, ph, sp = seg.pod[rep], seg.phase[rep], seg.speed[rep]
     act = _ACT[ph] * sp
@@ -112,12 +112,10 @@ def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_g
     out["xid"] = health_grids["xid"].astype(float)
     out["sbe"] = health_grids["sbe"].astype(float)
     out["dbe"] = health_grids["dbe"].astype(float)
-    return out, (rep, gpu, i0, i1, offs, n_steps)
+    return out
 
 
 def _period(pod, spec) -> float:
-    from simulator.workloads import iteration_period
-
     p = iteration_period(CATALOGUE[pod.workload], spec)
     return p if p == p else np.inf
 

@@ -7,7 +7,6 @@ import pandas as pd
 from features.schema import LONG_COLUMNS, conform
 from simulator import interference
 from simulator.config import SimConfig
-from simulator.segments import Segments
 from simulator.workloads import CATALOGUE, iteration_period
 
 SOLO = ("sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie", "fb_used_mib",
@@ -35,8 +34,8 @@ def _mean_speed(pods: list, pid: np.ndarray, a: np.ndarray, b: np.ndarray) -> np
     return (integral(b) - integral(a)) / np.maximum(b - a, 1e-9)
 
 
-def build_truth(cfg: SimConfig, spec: dict, sim, phase_rows: list, seg: Segments,
-                health: pd.DataFrame, nodes: list, ns: list, names: list) -> dict:
+def build_truth(cfg: SimConfig, spec: dict, sim, phase_rows: list, health: pd.DataFrame,
+                nodes: list, ns: list, names: list) -> dict:
     pods, end = sim.pods, cfg.duration_s
     out: dict[str, pd.DataFrame] = {}
 

@@ -70,13 +70,15 @@ class IdentityEncoder:
             bs = np.bincount(si, r - bp[pi] - inter, len(ws)) / (ns + lam)
             bp = np.bincount(pi, r - bs[si] - inter, len(wp)) / (npp + lam)
             e = r - bs[si] - bp[pi]
-            for idx, (own, other, M, O) in enumerate(((si, pi, U, V), (pi, si, V, U))):
-                order = np.argsort(own, kind="stable")
-                bounds = np.searchsorted(own[order], np.arange(M.shape[0] + 1))
-                for j in range(M.shape[0]):
-                    rows = order[bounds[j]:bounds[j + 1]]
-                    X = O[other[rows]]
-                    M[j] = np.linalg.solve(X.T @ X + eye, X.T @ e[rows])
+            for own, other, M, O in ((si, pi, U, V), (pi, si, V, U)):
+                # one ridge solve per workload, batched: A_w = sum x x^T + lam I, b_w = sum x e
+                X, n_w = O[other], M.shape[0]
+                A = np.empty((n_w, k, k))
+                for i in range(k):
+                    for j in range(k):
+                        A[:, i, j] = np.bincount(own, X[:, i] * X[:, j], n_w)
+                b = np.stack([np.bincount(own, X[:, i] * e, n_w) for i in range(k)], axis=1)
+                M[:] = np.linalg.solve(A + eye, b[..., None])[..., 0]
         self.b_self = dict(zip(ws.tolist(), bs.tolist()))
         self.b_partner = dict(zip(wp.tolist(), bp.tolist()))
         self.u = {w: U[i].tolist() for i, w in enumerate(ws.tolist())}

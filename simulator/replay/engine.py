@@ -9,7 +9,7 @@ import numpy as np
 from foresight.errors import ForesightError
 from simulator.replay.cluster import Cluster
 from simulator.replay.data import Nodes, Pods, build_workload
-from simulator.replay.policies import POLICIES, Pod, Policy
+from simulator.replay.policies import ABLATIONS, POLICIES, Pod, Policy
 
 CURVE_POINTS = range(0, 131)
 
@@ -33,9 +33,10 @@ class ReplayResult:
 
 
 def make_policy(name: str) -> Policy:
-    if name not in POLICIES:
+    known = {**POLICIES, **ABLATIONS}
+    if name not in known:
         raise ForesightError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
-    return POLICIES[name]()
+    return known[name]()
 
 
 def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: float = 1.3,

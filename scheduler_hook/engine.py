@@ -63,6 +63,7 @@ class Scorer:
     def __init__(self, state: ClusterState, providers: ProviderSet, cfg: dict[str, Any]) -> None:
         self.state, self.providers, self.cfg = state, providers, cfg
         self.components = [c() for c in ALL]
+        self._last: tuple[Any, ...] | None = None  # filter then prioritize of one pod: one pass
 
     def decide(self, pod: PodRequest, names: list[str]) -> Decision:
         fallback = self.providers.fallback
@@ -71,6 +72,10 @@ class Scorer:
         with self.state.lock:
             self.state.observe_shape(pod)
             rows, known = self.state.rows(names)
+            key = (pod, self.state.version, self.providers.version, fallback)
+            last = self._last
+            if last is not None and last[0] == key and last[1] is known:
+                return last[2]  # same pod, same nodes, nothing changed since: same decision
             ctx = Context(self.state, rows, pod, self.providers, self.cfg)
             results: dict[str, ComponentResult] = {}
             for comp in self.components:
@@ -94,8 +99,10 @@ class Scorer:
             failed, unres = self._violations(ctx, results, known)
             mix = ctx.cache.get("shape_mix", (None, ""))[1]
         scores = np.clip(np.rint(10.0 * total), 0, 10).astype(int)
-        return Decision(pod, known, fallback, weights, results, total, scores, failed, unres,
-                        len(names) - len(known), mix)
+        d = Decision(pod, known, fallback, weights, results, total, scores, failed, unres,
+                     len(names) - len(known), mix)
+        self._last = (key, known, d)
+        return d
 
     @staticmethod
     def _violations(ctx: Context, results: dict[str, ComponentResult],

@@ -109,7 +109,7 @@ class ClusterState:
             "power_cap": np.full(rows, np.nan), "rack": np.zeros(rows, np.int32),
             "free_milli": np.zeros((rows, gpus)), "gpu_exists": np.zeros((rows, gpus), bool),
             "fb_decl": np.zeros((rows, gpus)), "usable": np.zeros((rows, gpus), bool),
-            "gpu_health": np.zeros((rows, gpus)),
+            "gpu_health": np.zeros((rows, gpus)), "free_key": np.zeros(rows, np.int64),
             "drained": np.zeros((rows, gpus), bool), "xid_fatal": np.zeros((rows, gpus), bool),
             "ecc_dbe": np.zeros((rows, gpus)), "ecc_sbe": np.zeros((rows, gpus)),
             "throttle": np.zeros((rows, gpus)),
@@ -291,6 +291,9 @@ class ClusterState:
                 self.res_slo[r, i] = pod.slo_min_speed
         self.free_milli[r] = np.maximum(free, 0.0)
         self.fb_decl[r] = fb
+        # identity of the multiset of usable free milli: nodes sharing it fragment alike
+        self.free_key[r] = hash(tuple(np.sort(np.where(self.usable[r], self.free_milli[r], 0.0))
+                                      .astype(np.int64).tolist()))
 
     # ---- reads ---------------------------------------------------------------------------
     def rows(self, names: list[str]) -> tuple[np.ndarray, list[str]]:

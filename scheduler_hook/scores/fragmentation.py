@@ -51,13 +51,14 @@ def best_increase(ctx: Context) -> np.ndarray:
     """
     if "frag_best" in ctx.cache:
         return ctx.cache["frag_best"]
-    free = np.sort(np.where(ctx.usable, ctx.free, 0.0).astype(np.int64), axis=1)
-    key = np.column_stack([free, ctx.need.astype(np.int64)])
-    # one int64 per row; wrap-around multiplication by odd 64-bit constants as a hash
-    mult = np.random.default_rng(7).integers(1, 2 ** 62, key.shape[1], dtype=np.int64) | 1
-    with np.errstate(over="ignore"):
-        h = (key * mult).sum(axis=1)
-    _, first, inv = np.unique(h, return_index=True, return_inverse=True)
+    h = ctx.state.free_key[ctx.rows]  # hash of the sorted usable free milli, kept by the state
+    if ctx.pod.milli < 0:  # sized by gpu-memory: the need differs by node, key on it too
+        _, need_code = np.unique(ctx.need, return_inverse=True)
+        h = np.column_stack([h, need_code])
+        _, first, inv = np.unique(h, axis=0, return_index=True, return_inverse=True)
+        inv = inv.ravel()
+    else:
+        _, first, inv = np.unique(h, return_index=True, return_inverse=True)
     sub = Context(ctx.state, ctx.rows[first], ctx.pod, ctx.providers, ctx.cfg, ctx.cache)
     inc = slot_increase(sub)
     best = (inc.min(axis=1) if inc.shape[1] else np.full(len(first), np.inf))[inv]

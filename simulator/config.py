@@ -41,7 +41,7 @@ class SimConfig:
     gpu_model: str = "A40"
     queues: tuple[str, ...] = ("research", "production", "dev")
     #: offered GPU load: arriving GPU-seconds per second / GPUs in the cluster
-    load: float = 0.8
+    load: float = 0.7
     #: class mix of arriving jobs (serving pods are placed at start, see `serving_pods`)
     workload_mix: dict[str, float] = field(default_factory=lambda: {
         "resnet50": 0.22, "bert": 0.2, "llm-finetune": 0.1, "recsys": 0.13,

@@ -123,7 +123,9 @@ def _queues(cfg: SimConfig, pods: list, n_steps: int) -> pd.DataFrame:
             pend = lambda x, w: (np.searchsorted(np.sort(x), t, side="right"),  # noqa: E731
                                  np.concatenate([[0], np.cumsum(w[np.argsort(x)])]))
             c, cw = pend(created, gpus)
-            s_fin = np.where(np.isnan(started), np.inf, started)
+            # a pod stops pending when it starts, or when it is deleted while pending
+            s_fin = np.fmin(started, np.asarray([p.finished for p in mine]))
+            s_fin = np.where(np.isnan(s_fin), np.inf, s_fin)
             s, sw = pend(s_fin, gpus)
             n_pend, g_pend = c - s, cw[c] - sw[s]
         for metric, v in (("kueue_pending_workloads", n_pend),

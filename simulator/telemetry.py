@@ -10,7 +10,8 @@ from scipy.signal import lfilter
 
 from simulator.config import PHASES, SimConfig
 from simulator.segments import Segments
-from simulator.workloads import CATALOGUE, PCIE_FULL_BYTES, PHASE_LEVEL, iteration_period
+from simulator.workloads import (CATALOGUE, CHECKPOINT_TX_BYTES, PCIE_FULL_BYTES, PHASE_LEVEL,
+                                 iteration_period)
 
 _ACT = np.asarray([PHASE_LEVEL[p][0] for p in PHASES])
 _RX = np.asarray([PHASE_LEVEL[p][1] for p in PHASES])
@@ -64,7 +65,9 @@ def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_g
     util = acc(np.where(_ACT[ph] > 0, np.minimum(1.0, 1.1 * feats["sm_active"][pod] *
                                                  _ACT[ph] * sp + 0.05), 0.0))
     rx = acc(feats["pcie"][pod] * _RX[ph] * sp * PCIE_FULL_BYTES)
-    tx = acc(feats["pcie"][pod] * _TX[ph] * sp * PCIE_FULL_BYTES)
+    ckpt = ph == PHASES.index("checkpoint")
+    tx = acc(np.where(ckpt, CHECKPOINT_TX_BYTES, feats["pcie"][pod] * PCIE_FULL_BYTES)
+             * _TX[ph] * sp)
     fb = acc(feats["fb_used_mib"][pod] * _FB[ph])
     dyn = acc(feats["power_dyn_w"][pod] * act)
 

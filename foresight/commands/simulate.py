@@ -24,7 +24,7 @@ def simulate(
                                "iteration period shows in SM activity)."),
     gpu_model: str = typer.Option("A40", "--gpu-model", help="A40, V100, P100, RTX6000, "
                                   "A100 or H100."),
-    load: float = typer.Option(0.8, "--load", help="Offered load (GPU-seconds arriving per "
+    load: float = typer.Option(0.7, "--load", help="Offered load (GPU-seconds arriving per "
                                "GPU-second)."),
     metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma-separated metric "
                                           "names to keep (default: all)."),

@@ -1,0 +1,195 @@
+"""Demand series in the Nixtla long format (`unique_id, ds, y`) for the demand forecaster.
+
+Builders turn the outside world's tables into regular-binned long series:
+- `arrivals_from_pods`: GPUs requested by pods *arriving* (created) per bin per queue (a flow:
+  forecast with `agg="sum"`).
+- `pending_from_pods`: mean GPUs pending (created, not yet started) per bin per queue (a level:
+  `agg="mean"`).
+- `shape_arrivals_from_pods`: arrival counts per bin per (queue, pod shape), `unique_id` =
+  `"<queue>|<shape>"`; `pod_shape` gives the shape string the shape-mix forecaster uses.
+- `pending_from_queue_samples`: a Kueue/Volcano queue gauge averaged per bin.
+- `helios_series`: the Helios Earth per-VC minute files, `y = running_gpu_num +
+  pending_gpu_num` (the GPU demand; `total_gpu_num` is the quota), averaged per bin.
+`read_series_csv` loads and validates a user's S.csv; `parse_freq`/`horizon_bins` validate the
+CLI's frequency and horizon strings. Every user error is a one-line ForesightError.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from features.schema import LONG_COLUMNS
+from foresight.errors import ForesightError
+
+
+def parse_freq(freq: str) -> pd.Timedelta:
+    """A fixed bin width such as '10min' or '1h'; calendar units (months) are refused."""
+    try:
+        td = pd.Timedelta(freq)
+    except (ValueError, TypeError):
+        raise ForesightError(f"bad frequency {freq!r}: use a fixed width such as 10min or 1h") from None
+    if td <= pd.Timedelta(0):
+        raise ForesightError(f"bad frequency {freq!r}: must be positive")
+    return td
+
+
+def horizon_bins(horizon: str, freq: str) -> int:
+    """Number of bins in `horizon`; it must be a positive whole multiple of `freq`."""
+    step = parse_freq(freq)
+    try:
+        h = pd.Timedelta(horizon)
+    except (ValueError, TypeError):
+        raise ForesightError(f"bad horizon {horizon!r}: use a duration such as 1h or 6h") from None
+    if h <= pd.Timedelta(0) or h % step != pd.Timedelta(0):
+        raise ForesightError(f"bad horizon {horizon!r}: must be a positive multiple of the frequency {freq}")
+    return int(h // step)
+
+
+def validate_long(df: pd.DataFrame, what: str = "series") -> pd.DataFrame:
+    """Check and conform a long table: columns present, ds parsable, y numeric and finite."""
+    missing = [c for c in LONG_COLUMNS if c not in df.columns]
+    if missing:
+        raise ForesightError(f"{what}: missing column(s) {', '.join(missing)}; need unique_id, ds, y")
+    if df.empty:
+        raise ForesightError(f"{what}: no rows")
+    out = pd.DataFrame({"unique_id": df["unique_id"].astype(str)})
+    try:
+        out["ds"] = pd.to_datetime(df["ds"], utc=True)
+    except (ValueError, TypeError) as exc:
+        raise ForesightError(f"{what}: column ds is not parsable as timestamps ({str(exc).splitlines()[0]})") from None
+    y = pd.to_numeric(df["y"], errors="coerce")
+    bad = y.isna() | ~np.isfinite(y.fillna(0.0))
+    if bad.any():
+        raise ForesightError(f"{what}: column y has {int(bad.sum())} non-numeric or empty value(s), first {df['y'][bad].iloc[0]!r}")
+    if out["ds"].isna().any():
+        raise ForesightError(f"{what}: column ds has {int(out['ds'].isna().sum())} empty value(s)")
+    out["y"] = y.astype("float64")
+    return out.reset_index(drop=True)
+
+
+def read_series_csv(path: str | Path) -> pd.DataFrame:
+    """Read and validate S.csv (columns unique_id, ds, y; extra columns are ignored)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ForesightError(f"series file not found: {p}")
+    try:
+        df = pd.read_csv(p)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise ForesightError(f"cannot read {p}: {str(exc).splitlines()[0]}") from None
+    return validate_long(df, what=str(p))
+
+
+def regularize(df: pd.DataFrame, freq: str, agg: str = "sum") -> pd.DataFrame:
+    """Put each series on a regular grid of `freq` bins (bin start = floor(ds)).
+
+    Several samples in one bin are summed (`agg="sum"`, flows) or averaged (`agg="mean"`,
+    levels). Missing bins inside a series become 0 for flows (no arrivals) and carry the last
+    level forward for levels (a gauge that did not change was not re-scraped).
+    """
+    step = parse_freq(freq)
+    if agg not in ("sum", "mean"):
+        raise ForesightError(f"bad agg {agg!r}: use sum or mean")
+    d = validate_long(df)
+    d["ds"] = d["ds"].dt.floor(step)
+    d = d.groupby(["unique_id", "ds"], sort=True)["y"].agg(agg).reset_index()
+    parts = []
+    for uid, g in d.groupby("unique_id", sort=True):
+        grid = pd.date_range(g["ds"].iloc[0], g["ds"].iloc[-1], freq=step)
+        s = g.set_index("ds")["y"].reindex(grid)
+        s = s.fillna(0.0) if agg == "sum" else s.ffill()
+        parts.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": s.to_numpy()}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _bins(times: pd.Series, step: pd.Timedelta) -> pd.Series:
+    return pd.to_datetime(times, utc=True).dt.floor(step)
+
+
+def arrivals_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue") -> pd.DataFrame:
+    """GPUs requested by pods created in each bin, per `by` (a pods-table column)."""
+    step = parse_freq(freq)
+    for col in (by, "created", "gpu_request"):
+        if col not in pods.columns:
+            raise ForesightError(f"pods table: missing column {col}")
+    p = pods.dropna(subset=["created"])
+    out = pd.DataFrame({"unique_id": p[by].astype(str), "ds": _bins(p["created"], step),
+                        "y": pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0.0)})
+    return regularize(out, freq, "sum")
+
+
+def pending_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue") -> pd.DataFrame:
+    """Time-averaged GPUs pending (created <= t < started) in each bin, per `by`.
+
+    A pod never started is pending until the last event in the table. Exact time-weighting:
+    each pod adds its request x (overlap of its pending interval with the bin) / bin width.
+    """
+    step = parse_freq(freq)
+    for col in (by, "created", "started", "gpu_request"):
+        if col not in pods.columns:
+            raise ForesightError(f"pods table: missing column {col}")
+    created = pd.to_datetime(pods["created"], utc=True)
+    started = pd.to_datetime(pods["started"], utc=True)
+    end_all = pd.concat([created, started, pd.to_datetime(pods.get("finished"), utc=True)]).max()
+    started = started.fillna(end_all)
+    rows = []
+    for uid, idx in pods.groupby(pods[by].astype(str)).groups.items():
+        c, s = created[idx].dropna(), started[idx]
+        s = s[c.index]
+        g = pd.to_numeric(pods.loc[c.index, "gpu_request"], errors="coerce").fillna(0.0).to_numpy()
+        grid = pd.date_range(c.min().floor(step), end_all.floor(step), freq=step)
+        t0 = grid.asi8[:, None]
+        t1 = t0 + step.value
+        lo = np.maximum(t0, c.to_numpy().astype("datetime64[ns]").astype("int64")[None, :])
+        hi = np.minimum(t1, s.to_numpy().astype("datetime64[ns]").astype("int64")[None, :])
+        frac = np.clip(hi - lo, 0, None) / step.value
+        rows.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": frac @ g}))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=LONG_COLUMNS)
+
+
+def pod_shape(gpu_request: float, gpu_fraction_buckets: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0)) -> str:
+    """Shape label: whole GPUs as "1", "2", "8"; a fraction of one GPU as "frac:0.25-0.5"."""
+    g = float(gpu_request)
+    if g >= 1 and g == int(g):
+        return str(int(g))
+    if g >= 1:
+        return f"{g:g}"
+    lo = 0.0
+    for hi in gpu_fraction_buckets:
+        if g <= hi:
+            return f"frac:{lo:g}-{hi:g}"
+        lo = hi
+    return "1"
+
+
+def shape_arrivals_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue") -> pd.DataFrame:
+    """Arrival counts per bin per (queue, shape): `unique_id` = "<queue>|<shape>"."""
+    p = pods.dropna(subset=["created"]).copy()
+    p["_uid"] = p[by].astype(str) + "|" + p["gpu_request"].map(pod_shape)
+    p["gpu_request"] = 1.0  # count pods, not GPUs
+    return arrivals_from_pods(p, freq, by="_uid")
+
+
+def pending_from_queue_samples(samples: pd.DataFrame, metric: str, freq: str = "10min") -> pd.DataFrame:
+    """Average one queue gauge (e.g. kueue_cluster_queue_resource_pending) per bin per queue."""
+    for col in ("ts", "queue", "metric", "value"):
+        if col not in samples.columns:
+            raise ForesightError(f"queue samples: missing column {col}")
+    s = samples[samples["metric"] == metric]
+    if s.empty:
+        raise ForesightError(f"queue samples: no rows for metric {metric}")
+    return regularize(pd.DataFrame({"unique_id": s["queue"], "ds": s["ts"], "y": s["value"]}), freq, "mean")
+
+
+def helios_series(vc_dir: str | Path, freq: str = "10min") -> pd.DataFrame:
+    """Helios Earth per-VC demand: running_gpu_num + pending_gpu_num, averaged into bins."""
+    files = sorted(Path(vc_dir).glob("*.csv"))
+    if not files:
+        raise ForesightError(f"no Helios VC files (*.csv) in {vc_dir}")
+    parts = []
+    for f in files:
+        raw = pd.read_csv(f, usecols=["time", "running_gpu_num", "pending_gpu_num"])
+        parts.append(pd.DataFrame({"unique_id": f.stem, "ds": raw["time"],
+                                   "y": raw["running_gpu_num"] + raw["pending_gpu_num"]}))
+    return regularize(pd.concat(parts, ignore_index=True), freq, "mean")

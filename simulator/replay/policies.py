@@ -182,6 +182,7 @@ class Foresight(FGD):
     refresh = 32  # re-read the learned mix every so many arrivals, or at once on a new shape
     by_volume = False
     balance = 1.0  # weight of stranded-GPU milli against fragment milli (same unit: 1)
+    only_worse = True
 
     def reset(self, cluster, trace):
         Policy.reset(self, cluster, trace)
@@ -234,6 +235,8 @@ class Foresight(FGD):
             g = c.gpu_free.sum(axis=1).astype(float)
             strand = self.stranded(g - pod.num_gpu * pod.milli, c.cpu_free - pod.cpu,
                                    c.mem_free - pod.mem) - self.stranded(g, c.cpu_free, c.mem_free)
+            if self.only_worse:  # do not reward un-stranding (it favours breaking empty nodes)
+                strand = np.maximum(strand, 0.0)
             inc = inc + self.balance * strand[:, None]
         slot = np.where(slots, -inc - 1e-3 * c.gpu_free, -np.inf)
         node = np.where(node_ok, (-inc).max(axis=1, initial=-np.inf, where=slots), -np.inf)

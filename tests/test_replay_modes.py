@@ -1,0 +1,71 @@
+"""Beyond-packing replay mode and Foresight's stranded-GPU term, on tiny synthetic inputs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from foresight.errors import ForesightError
+from simulator.replay import load_nodes, load_pods, replay
+from simulator.replay.cluster import Cluster
+from simulator.replay.colocation import ColocationMode
+from simulator.replay.policies import Foresight
+from test_replay import write_nodes, write_pods
+
+
+def gavel_table(path, good: set[tuple[int, int]]):
+    jobs = [f"job{i}" for i in range(3)]
+    rows = []
+    for gpu in ("v100", "p100"):
+        for a in range(3):
+            for b in range(3):
+                s = 0.95 if (a, b) in good or (b, a) in good else 0.5
+                rows.append(("physical", gpu, jobs[a], 1, jobs[b], 1, 1.0, 1.0, s, s, s, s))
+    pd.DataFrame(rows, columns=["source", "gpu", "job_a", "scale_a", "job_b", "scale_b",
+                                "solo_thr_a", "solo_thr_b", "colo_thr_a", "colo_thr_b",
+                                "norm_speed_a", "norm_speed_b"]).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture()
+def colo(tmp_path):
+    nodes = load_nodes(write_nodes(tmp_path / "n.csv", [(64000, 256000, 4, "A")] * 8))
+    pods = load_pods(write_pods(tmp_path / "p.csv", [(2000, 4000, 1, 300, "")] * 60 +
+                                [(8000, 16000, 1, 1000, "")] * 6))
+    mode = ColocationMode(gavel_table(tmp_path / "g.csv", {(0, 0), (1, 1), (2, 2)}))
+    return nodes, pods, mode
+
+
+def test_colocation_counts_are_reported_and_foresight_avoids_predicted_slow_pairs(colo):
+    nodes, pods, mode = colo
+    out = {}
+    for pol in ("bestfit", "fgd", "foresight"):
+        slow = [replay(nodes, pods, pol, s, tune=0.8, mode=mode).extra["slow_pairs"]
+                for s in range(3)]
+        out[pol] = sum(slow)
+    r = replay(nodes, pods, "foresight", 0, tune=0.8, mode=mode)
+    assert {"sharing_pods", "colocated_pairs", "slow_pairs", "memory_overflow_pods"} <= set(r.extra)
+    assert r.extra["colocated_pairs"] > 0
+    assert out["foresight"] < min(out["bestfit"], out["fgd"])
+
+
+def test_same_seed_same_workloads(colo):
+    nodes, pods, mode = colo
+    a = replay(nodes, pods, "bestfit", 4, tune=0.8, mode=mode).extra
+    b = replay(nodes, pods, "bestfit", 4, tune=0.8, mode=mode).extra
+    assert a == b
+
+
+def test_missing_gavel_table_is_a_user_error(tmp_path):
+    with pytest.raises(ForesightError):
+        ColocationMode(tmp_path / "absent.csv")
+
+
+def test_stranded_gpu_counts_free_gpu_beyond_what_cpu_covers(tmp_path):
+    nodes = load_nodes(write_nodes(tmp_path / "n.csv", [(16000, 64000, 4, "A")]))
+    pol = Foresight()
+    pol.reset(Cluster(nodes), load_pods(write_pods(tmp_path / "p.csv", [(1, 1, 0, 0, "")])))
+    pol.demand[:] = (8000.0, 1.0, 1000.0)  # arrived pods ask 8 cores per GPU, little memory
+    got = pol.stranded(np.array([4000.0, 1000.0]), np.array([16000, 16000]),
+                       np.array([64000, 64000]))
+    assert np.allclose(got, [2000.0, 0.0])  # 16 cores cover 2 of 4 free GPUs

@@ -114,3 +114,20 @@ def truth_labels(ws: WideSeries, phases: pd.DataFrame, k: int) -> np.ndarray:
     ok = (i >= 0) & (t < en[np.clip(i, 0, None)])
     out[ok] = p["phase"].to_numpy()[i[ok]]
     return out
+
+
+def shared_mask(ws: WideSeries) -> np.ndarray:
+    """True for series whose GPU shows another pod at some point of their life: DCGM metrics
+    are per GPU, so such a series mixes both pods' behaviour (and framebuffer)."""
+    shared = np.zeros(len(ws), bool)
+    for _, g in ws.keys.groupby(["node", "gpu"]):
+        if len(g) < 2:
+            continue
+        spans = sorted((ws.ts[ws.offsets[i]], ws.ts[ws.offsets[i + 1] - 1], i) for i in g.index)
+        end, who = spans[0][1], spans[0][2]
+        for b0, b1, ib in spans[1:]:
+            if b0 <= end:  # overlaps the latest-ending earlier series
+                shared[[who, ib]] = True
+            if b1 > end:
+                end, who = b1, ib
+    return shared

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 from sklearn.metrics import f1_score
 
-from features.segments import WideSeries, truth_labels
+from features.segments import WideSeries, shared_mask, truth_labels
 
 
 def change_points(labels: np.ndarray) -> np.ndarray:
@@ -59,17 +59,4 @@ def evaluate(segmenter, ws: WideSeries, phases: pd.DataFrame, tol: int = 2,
 
 def exclusive_series(ws: WideSeries) -> list[int]:
     """Series whose GPU never shows another pod (shared GPUs mix two pods' phases)."""
-    k = ws.keys
-    shared = set()
-    for (node, gpu), g in k.groupby(["node", "gpu"]):
-        if len(g) < 2:
-            continue
-        spans = [(ws.ts[ws.offsets[i]], ws.ts[ws.offsets[i + 1] - 1], i) for i in g.index]
-        spans.sort()
-        end, who = spans[0][1], spans[0][2]
-        for b0, b1, ib in spans[1:]:
-            if b0 <= end:  # overlaps the latest-ending earlier series
-                shared.update((who, ib))
-            if b1 > end:
-                end, who = b1, ib
-    return [i for i in range(len(ws)) if i not in shared]
+    return list(np.flatnonzero(~shared_mask(ws)))

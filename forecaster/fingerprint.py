@@ -1,0 +1,176 @@
+"""Per-workload phase fingerprints from segmented (pod, GPU) telemetry.
+
+A fingerprint (DESIGN.md "Phases and fingerprints") is, per workload key and per phase: mean,
+p50 and p95 of every metric, the time share, the typical duration, plus the transition matrix
+between phases, the iteration period (when samples are <= 1 s apart) and the peak framebuffer
+(p95 and max over runs). Stored as one human-readable, versioned JSON document.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from features.segments import WideSeries, shared_mask
+from forecaster.period import detect_period
+from forecaster.segmentation import PhaseSegmenter, _runs
+
+SCHEMA_VERSION = 1
+DEFAULT_KEY = ("foresight.io/job-template",)
+
+
+def workload_keys(pods: pd.DataFrame, labels: pd.DataFrame | None,
+                  key: tuple[str, ...] = DEFAULT_KEY) -> pd.Series:
+    """Workload key per (namespace, pod): the key labels' values joined by '/'.
+
+    Pods without every key label fall back to the `workload` column of the pods table.
+    """
+    idx = pd.MultiIndex.from_frame(pods[["namespace", "pod"]].astype(str))
+    fallback = pd.Series(pods["workload"].astype(str).to_numpy(), index=idx)
+    if labels is None or labels.empty:
+        return fallback
+    lab = labels[labels["label"].isin(key)]
+    wide = lab.pivot_table(index=["namespace", "pod"], columns="label", values="value",
+                           aggfunc="first")
+    if not all(k in wide.columns for k in key):
+        return fallback
+    wide = wide[list(key)].dropna()
+    joined = wide.astype(str).agg("/".join, axis=1)
+    return joined.reindex(idx).fillna(fallback)
+
+
+def _stats(x: np.ndarray) -> dict:
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return {"mean": None, "p50": None, "p95": None}
+    return {"mean": round(float(x.mean()), 6), "p50": round(float(np.median(x)), 6),
+            "p95": round(float(np.percentile(x, 95)), 6)}
+
+
+class FingerprintModel:
+    """fit(wide series, pods, labels) -> fingerprints; save/load as JSON."""
+
+    def __init__(self, key: tuple[str, ...] = DEFAULT_KEY, method: str = "cpd",
+                 penalty: float = 100.0, period_max_step_s: float = 1.0,
+                 period_window: int = 2048) -> None:
+        self.key = key
+        self.method = method
+        self.penalty = penalty
+        self.period_max_step_s = period_max_step_s
+        self.period_window = period_window
+
+    def segmenter(self, ws: WideSeries | None = None) -> PhaseSegmenter:
+        seg = PhaseSegmenter(method=self.method, penalty=self.penalty)
+        return seg.fit(ws) if ws is not None else seg
+
+    def label_all(self, ws: WideSeries) -> list[np.ndarray]:
+        seg = self.segmenter(ws)
+        return [seg.label_series(ws.series(k)[1], ws.columns) for k in range(len(ws))]
+
+    def runs(self, ws: WideSeries, labels: list[np.ndarray]) -> pd.DataFrame:
+        """One row per (pod, GPU) series: peak framebuffer, period, duration, start-up done."""
+        rows = []
+        sm_col = ws.columns.index("sm") if "sm" in ws.columns else None
+        fb_col = ws.columns.index("fb") if "fb" in ws.columns else None
+        for k in range(len(ws)):
+            t, v = ws.series(k)
+            lab = labels[k]
+            step = float(np.median(np.diff(t))) / 1e9 if len(t) > 1 else np.nan
+            period = None
+            if sm_col is not None and step <= self.period_max_step_s:
+                st = _runs(lab)
+                en = np.r_[st[1:], len(lab)]
+                comp = [(b - a, a) for a, b in zip(st, en) if lab[a] == "compute"]
+                if comp:
+                    n, a = max(comp)
+                    period = detect_period(v[a:a + min(n, self.period_window), sm_col], step)
+            rows.append({**ws.keys.iloc[k].to_dict(), "samples": len(t), "step_s": step,
+                         "peak_fb_mib": float(np.nanmax(v[:, fb_col])) if fb_col is not None
+                         and len(v) else np.nan,
+                         "past_startup": bool(np.any(lab != "startup")),
+                         "period_s": period})
+        return pd.DataFrame(rows)
+
+    def fit(self, ws: WideSeries, pods: pd.DataFrame,
+            labels: pd.DataFrame | None = None) -> "FingerprintModel":
+        keys = workload_keys(pods, labels, self.key)
+        lab = self.label_all(ws)
+        runs = self.runs(ws, lab)
+        runs["shared"] = shared_mask(ws)
+        runs["workload"] = [keys.get((a, b), "unknown") for a, b in
+                            zip(runs["namespace"], runs["pod"])]
+        self.runs_ = runs
+        self.fingerprints_ = {}
+        for w, g in runs.groupby("workload"):
+            # a shared GPU's metrics mix two pods: use exclusive runs when there are any
+            solo = g[~g["shared"]]
+            self.fingerprints_[str(w)] = self._one(ws, lab, solo if len(solo) else g)
+        return self
+
+    def _one(self, ws: WideSeries, lab: list[np.ndarray], g: pd.DataFrame) -> dict:
+        vals = np.vstack([ws.series(k)[1] for k in g.index])
+        labs = np.concatenate([lab[k] for k in g.index])
+        steps = g["step_s"].to_numpy()
+        dt = np.concatenate([np.full(len(lab[k]), s) for k, s in zip(g.index, steps)])
+        durs, trans = {}, {}
+        for k, s in zip(g.index, steps):
+            st = _runs(lab[k])
+            en = np.r_[st[1:], len(lab[k])]
+            for i, (a, b) in enumerate(zip(st, en)):
+                durs.setdefault(lab[k][a], []).append((b - a) * s)
+                if i + 1 < len(st):
+                    trans.setdefault(lab[k][a], {}).setdefault(lab[k][st[i + 1]], 0)
+                    trans[lab[k][a]][lab[k][st[i + 1]]] += 1
+        total = float(dt.sum()) or 1.0
+        phases = {}
+        for ph in sorted(set(labs)):
+            m = labs == ph
+            d = np.asarray(durs.get(ph, [0.0]))
+            phases[ph] = {
+                "time_share": round(float(dt[m].sum()) / total, 6),
+                "duration_s": {"p50": round(float(np.median(d)), 3),
+                               "p90": round(float(np.percentile(d, 90)), 3),
+                               "segments": int(len(d))},
+                "metrics": {c: _stats(vals[m, i]) for i, c in enumerate(ws.columns)},
+            }
+            if "power" in ws.columns:
+                phases[ph]["power_w"] = phases[ph]["metrics"]["power"]["mean"]
+        transitions = {a: {b: round(n / sum(row.values()), 6) for b, n in sorted(row.items())}
+                       for a, row in sorted(trans.items())}
+        full = g[g["past_startup"]]
+        peaks = full["peak_fb_mib"].dropna().to_numpy()
+        per = [p for p in g["period_s"] if p is not None and p == p]
+        n_per = int(sum(1 for s in g["step_s"] if s <= self.period_max_step_s))
+        return {
+            "runs": int(g["pod"].nunique()), "series": int(len(g)),
+            "sample_step_s": round(float(np.median(steps)), 3),
+            "phases": phases, "transitions": transitions,
+            "iteration_period_s": (round(float(np.median(per)), 4) if per and
+                                   len(per) * 2 > n_per else None),
+            "peak_fb_mib": {"p95": round(float(np.percentile(peaks, 95)), 1) if len(peaks)
+                            else None, "max": float(peaks.max()) if len(peaks) else None,
+                            "runs": int(len(peaks))},
+        }
+
+    # ---- artifact -------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "key": list(self.key), "method": self.method,
+                "penalty": self.penalty, "metrics_units": {
+                    "sm": "fraction", "tensor": "fraction", "dram": "fraction",
+                    "rx": "bytes/s", "tx": "bytes/s", "fb": "MiB", "power": "W"},
+                "workloads": self.fingerprints_}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1, sort_keys=False))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "FingerprintModel":
+        doc = json.loads(Path(path).read_text())
+        if doc.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"fingerprint schema_version {doc.get('schema_version')!r} "
+                             f"is not {SCHEMA_VERSION}")
+        m = cls(key=tuple(doc["key"]), method=doc["method"], penalty=doc["penalty"])
+        m.fingerprints_ = doc["workloads"]
+        return m

@@ -34,6 +34,9 @@ def replay_cmd(
     results_dir: Optional[Path] = typer.Option(None, "--published", help="With --compare: the "
                                                "fgd-atc23-results folder."),
     workers: int = typer.Option(1, "--workers", help="With --compare: processes (max 2)."),
+    colocation: Optional[Path] = typer.Option(None, "--colocation", help="Beyond-packing mode: "
+                                              "the Gavel pair CSV; counts slow co-locations "
+                                              "and memory overflows."),
 ) -> None:
     """Replay openb pods on the openb GPU nodes with one placement policy."""
     from simulator.replay import POLICIES
@@ -49,13 +52,20 @@ def replay_cmd(
         raise ForesightError("--tune must be in (0, 10]")
     from simulator.replay import load_nodes, load_pods, replay
 
-    r = replay(load_nodes(nodes), load_pods(pods), policy, seed, tune)
+    mode = None
+    if colocation is not None:
+        from simulator.replay.colocation import ColocationMode
+
+        mode = ColocationMode(colocation)
+    r = replay(load_nodes(nodes), load_pods(pods), policy, seed, tune, mode=mode)
     doc = r.to_json()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps(doc, indent=1))
     console.print(f"{r.policy} seed {r.seed}: alloc at 100% arrived = {r.alloc_at_100:.2f}% "
                   f"({r.unscheduled} of {r.pods} pods unscheduled, {r.seconds:.1f} s)")
+    if r.extra:
+        console.print(", ".join(f"{k} {v}" for k, v in r.extra.items()))
 
 
 def _compare(traces: str, policies: str, seeds: str, csv_dir: Optional[Path],

@@ -22,8 +22,9 @@ def draw_health(cfg: SimConfig, rng: np.random.Generator) -> pd.DataFrame:
         n = max(n, 1)
     gpus = np.sort(rng.choice(cfg.n_gpus, size=min(n, cfg.n_gpus), replace=False))
     rows = []
+    first = int(rng.integers(0, len(CONDITIONS)))  # conditions cycle: a few GPUs show them all
     for k, g in enumerate(gpus):
-        cond = CONDITIONS[(k + int(rng.integers(0, len(CONDITIONS)))) % len(CONDITIONS)]
+        cond = CONDITIONS[(first + k) % len(CONDITIONS)]
         start = rng.uniform(0.1, 0.6) * cfg.duration_s
         # A DBE needs a GPU reset: it lasts to the end; the others clear after hours.
         end = cfg.duration_s if cond == "ecc_dbe" else min(

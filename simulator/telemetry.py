@@ -28,7 +28,7 @@ TR_IDLE, TR_SW_POWER, TR_HW_SLOW, TR_SW_THERMAL = 0x1, 0x4, 0x8, 0x20
 
 def _expand(pods: list, seg: Segments, cfg: SimConfig, n_steps: int):
     """Segments repeated for each GPU of their pod, with sample-index bounds [i0, i1)."""
-    n_gpu = np.asarray([len(p.gpus) for p in pods])[seg.pod]
+    n_gpu = np.asarray([len(p.gpus) for p in pods], dtype=np.int64)[seg.pod]
     rep = np.repeat(np.arange(len(seg.pod)), n_gpu)
     offs = np.arange(len(rep)) - np.repeat(np.cumsum(n_gpu) - n_gpu, n_gpu)
     gpu = np.asarray([pods[p].gpus[o] for p, o in zip(seg.pod[rep], offs)], dtype=np.int64)
@@ -51,7 +51,9 @@ def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_g
     n_steps = int(np.floor(cfg.duration_s / cfg.step_s + 1e-9))
     G = cfg.n_gpus
     rep, gpu, i0, i1 = _expand(pods, seg, cfg, n_steps)
-    feats = {k: np.asarray([p.feats[k] for p in pods]) for k in pods[0].feats} if pods else {}
+    feats = {k: np.asarray([p.feats[k] for p in pods], dtype=float) for k in
+             ("sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie",
+              "fb_used_mib", "power_dyn_w")}
     pod, ph, sp = seg.pod[rep], seg.phase[rep], seg.speed[rep]
     act = _ACT[ph] * sp
 

@@ -56,9 +56,10 @@ def build_truth(cfg: SimConfig, spec: dict, sim, phase_rows: list, health: pd.Da
     ep = pd.DataFrame(sim.episodes, columns=["a", "b", "sharing", "start", "end"])
     ep = ep[(ep.end > 0) & (ep.start < end)].reset_index(drop=True)
     ep = ep.assign(start=ep.start.clip(lower=0), end=ep.end.clip(upper=end))
-    a, b = ep.a.to_numpy(), ep.b.to_numpy()
-    speed = _mean_speed(pods, a, ep.start.to_numpy(), ep.end.to_numpy()) if len(ep) else []
-    feats = {k: np.asarray([p.feats[k] for p in pods]) for k in SOLO}
+    a, b = ep.a.to_numpy(dtype=np.int64), ep.b.to_numpy(dtype=np.int64)
+    speed = _mean_speed(pods, a, ep.start.to_numpy(), ep.end.to_numpy()) if len(ep) else \
+        np.zeros(0)
+    feats = {k: np.asarray([p.feats[k] for p in pods], dtype=float) for k in SOLO}
     pair = np.ones(len(ep))
     for mode in ("timeslice", "mps", "node"):
         m = (ep.sharing == mode).to_numpy()

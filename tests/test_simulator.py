@@ -323,3 +323,12 @@ def test_inference_serving_follows_a_diurnal_load():
     m = _phase_of_samples(c, ["DCGM_FI_DEV_POWER_USAGE"])
     pw = m.groupby("phase").DCGM_FI_DEV_POWER_USAGE.mean()
     assert pw["serving_busy"] > pw["serving_idle"] + 50
+
+
+def test_an_empty_cluster_still_reports_idle_gpus():
+    c = generate_cluster(SimConfig(days=0.05, nodes=1, gpus_per_node=2, load=0.0,
+                                   serving_pods=0))
+    assert len(c.pods) == 0 and len(c.truth["interference"]) == 0
+    assert len(c.samples) > 0 and (c.samples.pod == "").all()
+    power = c.samples[c.samples.metric == "DCGM_FI_DEV_POWER_USAGE"].value
+    assert power.max() < 0.3 * gpu_spec("A40")["tdp_w"]

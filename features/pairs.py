@@ -226,7 +226,7 @@ def _solo_features(s: pd.DataFrame, alone: pd.Series) -> tuple[pd.DataFrame, dic
     if "sm_active" in w:
         hi = w.groupby(level="key")["sm_active"].transform(lambda x: x.quantile(0.9))
         w = w[w["sm_active"] >= 0.5 * hi]
-    feats = w.groupby(level="key").median()
+    feats = w.groupby(level="key").quantile(0.75)
     n_gpus = s.groupby("key")["uuid"].nunique().to_dict()
     return feats, n_gpus
 

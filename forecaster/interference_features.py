@@ -70,6 +70,10 @@ def numeric_features(d: pd.DataFrame, feats: list[str]) -> tuple[pd.DataFrame, d
         X[f"max_{f}"], mono[f"max_{f}"] = np.maximum(a, b), sign
         X[f"prod_{f}"], mono[f"prod_{f}"] = a * b, sign
         if f in _OVER:
+            # fair time-slice share once the summed demand exceeds the GPU: the physical
+            # form of the "summed utilization" rule, given to the trees directly
+            X[f"share_{f}"] = 1.0 / np.maximum((a + b) / _OVER[f], 1.0)
+            mono[f"share_{f}"] = 1
             tot = a + b
             X[f"over_{f}"] = np.where(np.isnan(tot), np.nan, (tot > _OVER[f]).astype(float))
             mono[f"over_{f}"] = -1

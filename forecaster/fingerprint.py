@@ -174,3 +174,24 @@ class FingerprintModel:
         m = cls(key=tuple(doc["key"]), method=doc["method"], penalty=doc["penalty"])
         m.fingerprints_ = doc["workloads"]
         return m
+
+
+def job_table(pods: pd.DataFrame, labels: pd.DataFrame | None,
+              key: tuple[str, ...] = DEFAULT_KEY, image_label: str = "image") -> pd.DataFrame:
+    """What is known about each pod before it starts: workload key, image, namespace, queue,
+    requested GPUs, priority (one row per (namespace, pod))."""
+    out = pods[["namespace", "pod", "queue", "priority", "gpu_request"]].copy()
+    out["workload"] = workload_keys(pods, labels, key).to_numpy()
+    img = pd.Series("", index=pd.MultiIndex.from_frame(out[["namespace", "pod"]].astype(str)))
+    if labels is not None and not labels.empty:
+        li = labels[labels["label"] == image_label].set_index(["namespace", "pod"])["value"]
+        img = li[~li.index.duplicated()].reindex(img.index).fillna("")
+    out["image"] = img.to_numpy()
+    return out.reset_index(drop=True)
+
+
+def peak_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """Peak framebuffer per pod from FingerprintModel.runs_: exclusive GPUs only (a shared
+    GPU's framebuffer is the sum of its pods), runs that got past start-up, max over GPUs."""
+    r = runs[~runs["shared"] & runs["past_startup"]]
+    return r.groupby(["namespace", "pod"], as_index=False)["peak_fb_mib"].max()

@@ -29,6 +29,7 @@ ALWAYS_RUN = {"memory_fit", "colocation", "health"}  # they can veto, so filter 
 class Decision:
     pod: PodRequest
     names: list[str]                 # known input nodes, in input order
+    rows: np.ndarray                 # their state rows
     fallback: bool
     weights: dict[str, float]
     results: dict[str, ComponentResult]
@@ -99,7 +100,7 @@ class Scorer:
             failed, unres = self._violations(ctx, results, known)
             mix = ctx.cache.get("shape_mix", (None, ""))[1]
         scores = np.clip(np.rint(10.0 * total), 0, 10).astype(int)
-        d = Decision(pod, known, fallback, weights, results, total, scores, failed, unres,
+        d = Decision(pod, known, rows, fallback, weights, results, total, scores, failed, unres,
                      len(names) - len(known), mix)
         self._last = (key, known, d)
         return d

@@ -31,7 +31,9 @@ class ExtenderHook:
         self.explanations = ExplanationStore(int(cfg.get("explain_keep", 256)))
         self.core_api = core_api  # kubernetes.client.CoreV1Api, needed only by bind
         self.workload_labels = tuple(cfg.get("workload_labels") or ())
-        self._frag_cache: tuple[list[str], np.ndarray] | None = None
+        self._frag_table: np.ndarray | None = None
+        self._frag_version = -1
+        self._frag_done = np.zeros(0, bool)
 
     def pod(self, obj: dict) -> PodRequest:
         return parse_pod(obj, self.workload_labels) if self.workload_labels else parse_pod(obj)
@@ -45,7 +47,8 @@ class ExtenderHook:
             log.exception("filter failed for %s; passing every node", pod.key)
             return filter_result(args, list(args.names), {}, {})
         rejected = d.failed.keys() | d.unresolvable.keys()
-        passed = [n for n in args.names if n not in rejected]  # unknown names pass
+        passed = [n for n in args.names if n not in rejected] if rejected \
+            else list(args.names)  # unknown names pass
         self.explanations.record("filter", d, 1000 * (time.perf_counter() - t0))
         return filter_result(args, passed, d.failed, d.unresolvable)
 
@@ -70,21 +73,26 @@ class ExtenderHook:
         except Exception:  # noqa: BLE001
             log.exception("prioritize failed for %s; scoring nothing", pod.key)
             return b"[]"
-        table = self._fragments(d.names)
-        body = b"[" + b",".join(table[np.arange(len(d.names)), d.scores].tolist()) + b"]"
+        with self.state.lock:
+            table = self._fragments(d)
+        body = b"[" + b",".join(table[d.rows, d.scores].tolist()) + b"]"
         self.explanations.record("prioritize", d, 1000 * (time.perf_counter() - t0))
         return body
 
-    def _fragments(self, names: list[str]) -> np.ndarray:
-        cached = self._frag_cache
-        if cached is not None and cached[0] is names:
-            return cached[1]
-        table = np.empty((len(names), 11), dtype=object)
-        for i, n in enumerate(names):
-            host = orjson.dumps(n)
-            for s in range(11):
-                table[i, s] = b'{"Host":' + host + b',"Score":' + str(s).encode() + b"}"
-        self._frag_cache = (names, table)
+    def _fragments(self, d: Any) -> np.ndarray:
+        """(state rows, 11) pre-rendered `{"Host":..,"Score":s}`; rendered once per node."""
+        st = self.state
+        table = self._frag_table
+        if table is None or table.shape[0] < len(st.gpu_count) or \
+                self._frag_version != st.index_version:
+            table = np.full((len(st.gpu_count), 11), None, dtype=object)
+            self._frag_table, self._frag_version = table, st.index_version
+            self._frag_done = np.zeros(len(st.gpu_count), bool)
+        for r in d.rows[~self._frag_done[d.rows]].tolist():
+            host = orjson.dumps(st.names[r])
+            table[r] = [b'{"Host":' + host + b',"Score":' + str(s).encode() + b"}"
+                        for s in range(11)]
+            self._frag_done[r] = True
         return table
 
     def bind(self, b: BindingArgs) -> dict[str, str]:

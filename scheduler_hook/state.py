@@ -97,6 +97,7 @@ class ClusterState:
         self.racks: dict[str, int] = {"": 0}
         self._free_rows: list[int] = []
         self._rows_cache: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
+        self.index_version = 0  # bumped whenever a row changes owner (node added/removed)
         self._alloc(64, max_gpus, max_residents)
 
     # ---- storage -------------------------------------------------------------------------
@@ -135,6 +136,7 @@ class ClusterState:
         row = self._free_rows.pop()
         self.index[name] = row
         self._rows_cache.clear()
+        self.index_version += 1
         while len(self.names) <= row:
             self.names.append("")
         self.names[row] = name
@@ -161,6 +163,7 @@ class ClusterState:
             row = self.index.pop(name, None)
             if row is not None:
                 self._rows_cache.clear()
+                self.index_version += 1
                 self.live[row] = False
                 self.names[row] = ""
                 self._free_rows.append(row)
@@ -251,8 +254,9 @@ class ClusterState:
         self.gpu_exists[r] = exists
         free = np.where(exists, 1000.0, 0.0)
         fb = np.zeros(len(exists))
-        self.drained[r] = exists & (info.drained_all | np.isin(np.arange(len(exists)),
-                                                               list(info.drained)))
+        drained = np.full(len(exists), info.drained_all)
+        drained[[g for g in info.drained if g < len(exists)]] = True
+        self.drained[r] = exists & drained
         for arr, key in ((self.ecc_dbe, "ecc_dbe"), (self.ecc_sbe, "ecc_sbe"),
                          (self.throttle, "throttle")):
             arr[r] = 0.0

@@ -223,3 +223,19 @@ def test_stale_interference_model_does_not_reject_but_fresh_one_does():
         results[label] = hook.filter(args)
     assert results["fresh"]["NodeNames"] == ["b"] and "SLO" in results["fresh"]["FailedNodes"]["a"]
     assert results["stale"]["NodeNames"] == ["a", "b"]
+
+
+def test_each_decision_logs_one_structured_line(caplog):
+    import logging
+
+    from scheduler_hook.wire import parse_args
+
+    hook = ExtenderHook(fixture_state(), ProviderSet(), load_config())
+    body = (FIX / "extender_args_node_cache.json").read_bytes()
+    with caplog.at_level(logging.INFO, logger="foresight.extender.decision"):
+        hook.prioritize_json(parse_args(body))
+    lines = [r.getMessage() for r in caplog.records if r.name == "foresight.extender.decision"]
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["verb"] == "prioritize" and rec["pod"] == "default/gpu-pod-1"
+    assert rec["nodes"] == 2 and rec["best"] == "gpu-node-2" and rec["fallback"] is True

@@ -69,3 +69,25 @@ def test_stranded_gpu_counts_free_gpu_beyond_what_cpu_covers(tmp_path):
     got = pol.stranded(np.array([4000.0, 1000.0]), np.array([16000, 16000]),
                        np.array([64000, 64000]))
     assert np.allclose(got, [2000.0, 0.0])  # 16 cores cover 2 of 4 free GPUs
+
+
+def zeus_table(path):
+    rows = [("d", "hot", 1, "sgd", 250, 1.0, 240.0), ("d", "hot", 2, "sgd", 250, 1.0, 230.0),
+            ("d", "cool", 1, "sgd", 250, 1.0, 60.0), ("d", "cool", 2, "sgd", 250, 1.0, 50.0),
+            ("d", "cool", 1, "sgd", 100, 2.0, 40.0)]
+    pd.DataFrame(rows, columns=["dataset", "network", "batch_size", "optimizer", "power_limit",
+                                "time_per_epoch", "average_power"]).to_csv(path, index=False)
+    return path
+
+
+def test_power_mode_keeps_foresight_under_the_cap_where_baselines_go_over(tmp_path):
+    from simulator.replay.power import PowerMode
+
+    nodes = load_nodes(write_nodes(tmp_path / "n.csv", [(64000, 256000, 4, "A")] * 20))
+    pods = load_pods(write_pods(tmp_path / "p.csv", [(4000, 8000, 1, 1000, "")] * 40))
+    mode = PowerMode(zeus_table(tmp_path / "z.csv"), rack_nodes=2, cap_frac=0.45)
+    over = {p: sum(replay(nodes, pods, p, s, tune=0.9, mode=mode).extra["racks_over_cap"]
+                   for s in range(3)) for p in ("bestfit", "fgd", "foresight")}
+    assert over["foresight"] == 0 and max(over["bestfit"], over["fgd"]) > 0
+    r = replay(nodes, pods, "foresight", 0, tune=0.9, mode=mode)
+    assert r.extra["racks"] == 10 and r.extra["worst_rack_power_over_cap"] <= 1.0

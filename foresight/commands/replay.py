@@ -37,6 +37,10 @@ def replay_cmd(
     colocation: Optional[Path] = typer.Option(None, "--colocation", help="Beyond-packing mode: "
                                               "the Gavel pair CSV; counts slow co-locations "
                                               "and memory overflows."),
+    power: Optional[Path] = typer.Option(None, "--power", help="Power mode: a Zeus "
+                                         "summary_power_<gpu>.csv; racks of 10 nodes under a cap."),
+    cap_frac: float = typer.Option(0.6, "--cap-frac", help="Power mode: rack cap as a share of "
+                                   "its GPUs x the top power limit."),
 ) -> None:
     """Replay openb pods on the openb GPU nodes with one placement policy."""
     from simulator.replay import POLICIES
@@ -57,6 +61,14 @@ def replay_cmd(
         from simulator.replay.colocation import ColocationMode
 
         mode = ColocationMode(colocation)
+    if power is not None:
+        if mode is not None:
+            raise ForesightError("choose one of --colocation and --power")
+        if not 0 < cap_frac <= 2:
+            raise ForesightError("--cap-frac must be in (0, 2]")
+        from simulator.replay.power import PowerMode
+
+        mode = PowerMode(power, cap_frac=cap_frac)
     r = replay(load_nodes(nodes), load_pods(pods), policy, seed, tune, mode=mode)
     doc = r.to_json()
     if out is not None:

@@ -55,7 +55,10 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
     pol.reset(cluster, trace)
     pol.mode = mode
     if mode is not None:
-        mode.start(len(work), cluster.shape, seed)
+        if hasattr(mode, "allowed"):  # power mode needs the GPU count of each node
+            mode.start(len(work), cluster.shape, seed, nodes.gpus)
+        else:
+            mode.start(len(work), cluster.shape, seed)
     rng = np.random.default_rng(seed)
     cap = cluster.capacity_milli
     thresholds = np.array([n * cap / 100.0 for n in CURVE_POINTS if n <= until])
@@ -68,6 +71,9 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
         pol.pod_index = i
         pol.observe(pod)
         node_ok, slots = cluster.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
+        keep = pol.filter(pod, node_ok)
+        if keep is not None:
+            node_ok, slots = node_ok & keep, slots & keep[:, None]
         cand = np.flatnonzero(node_ok)
         if len(cand):
             node_score, slot_score = pol.score(pod, node_ok, slots)

@@ -41,6 +41,10 @@ class Policy:
     def observe(self, pod: Pod) -> None:
         """The pod has arrived (before it is scored)."""
 
+    def filter(self, pod: Pod, node_ok: np.ndarray) -> np.ndarray | None:
+        """Extra hard filter (N,) bool, or None. Baselines have none."""
+        return None
+
     def placed(self, node: int, slots: list[int], pod: Pod) -> None:
         """The pod was bound to ``node`` (GPU ``slots``)."""
 
@@ -192,6 +196,12 @@ class Foresight(FGD):
         self.mix = ShapeMix.from_counts({})
         self.demand = np.zeros(3)  # CPU milli, memory MiB, GPU milli of the pods arrived so far
 
+    def filter(self, pod, node_ok):
+        allowed = getattr(self.mode, "allowed", None)  # power mode: keep racks under the cap
+        if allowed is None or pod.num_gpu == 0:
+            return None
+        return allowed(self.pod_index, pod.num_gpu, pod.milli)
+
     def stranded(self, gpu: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
         """GPU milli a node cannot sell because the CPU or memory that goes with it is gone.
 
@@ -224,8 +234,9 @@ class Foresight(FGD):
     def score(self, pod, node_ok, slots):
         c = self.cluster
         inc = self.increase(pod, node_ok)
-        if self.mode is not None and pod.shared:  # predicted-unsafe GPUs only as a last resort
-            inc = inc + 1e7 * self.mode.predicted_unsafe(self.pod_index, pod.milli)
+        unsafe = getattr(self.mode, "predicted_unsafe", None)
+        if unsafe is not None and pod.shared:  # predicted-unsafe GPUs only as a last resort
+            inc = inc + 1e7 * unsafe(self.pod_index, pod.milli)
         gpu_left = c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli
         if pod.num_gpu == 0:
             tie = -(c.cpu_free - pod.cpu) / np.maximum(gpu_left, 100)

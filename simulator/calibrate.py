@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 
 from simulator import interference
-from simulator.workloads import CATALOGUE, gpu_spec, solo_features
+from simulator.workloads import CATALOGUE, gpu_spec, mean_features, solo_features
 
 LEVELS = np.round(np.arange(0.1, 0.91, 0.1), 2)
-GRID = {"occ_cap": [0.4, 0.5, 0.6, 0.7, 0.9], "occ_exp": [0.5, 1.0, 1.5, 2.0],
-        "bw_theta": [0.7, 0.9, 1.1, 1.3], "bw_beta": [3.0, 6.0, 12.0, 24.0]}
+GRID = {"occ_cap": [0.3, 0.4, 0.5, 0.6, 0.7, 0.9], "occ_exp": [0.25, 0.5, 1.0, 1.5, 2.0],
+        "bw_theta": [0.5, 0.7, 0.9, 1.1], "bw_beta": [3.0, 6.0, 12.0, 24.0, 48.0]}
 
 
 def random_training_pairs(n: int, seed: int = 7, gpu_model: str = "V100") -> tuple[dict, dict]:
@@ -31,7 +31,7 @@ def random_training_pairs(n: int, seed: int = 7, gpu_model: str = "V100") -> tup
         feats = {k: np.empty(n) for k in ("sm_active", "sm_occupancy", "dram_active", "pcie")}
         for i, w in enumerate(train):
             m = idx == i
-            f = solo_features(w, spec, rng, int(m.sum()))
+            f = mean_features(w, solo_features(w, spec, rng, int(m.sum())))
             for k in feats:
                 feats[k][m] = f[k]
         sides.append(feats)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from simulator import interference
 from simulator.config import SimConfig
-from simulator.workloads import CATALOGUE, solo_features
+from simulator.workloads import CATALOGUE, mean_features, solo_features
 
 FEATS = ("sm_active", "sm_occupancy", "dram_active", "pcie")
 PATIENCE_S = 6 * 3600.0  # assumption: how long a user lets a pod pend before deleting it
@@ -30,7 +30,8 @@ class Pod:
     milli: int
     created: float
     work: float
-    feats: dict
+    feats: dict          # steady-compute solo features (telemetry levels)
+    ifeats: dict         # phase-averaged solo features (what partners feel)
     node: int = -1
     gpus: list = field(default_factory=list)
     started: float = np.nan
@@ -87,7 +88,7 @@ class ClusterSim:
 
     # -- interference ---------------------------------------------------------------------
     def _sum(self, pids) -> dict:
-        return {k: sum(self.pods[q].feats[k] for q in pids) for k in FEATS}
+        return {k: sum(self.pods[q].ifeats[k] for q in pids) for k in FEATS}
 
     def _refresh_node(self, node: int, t: float) -> None:
         """Recompute the speed of every pod on `node` (one vectorized call per sharing kind)."""
@@ -95,7 +96,7 @@ class ClusterSim:
         pids = sorted(self.node_pods[node])
         if not pids:
             return
-        feats = {k: np.asarray([self.pods[q].feats[k] for q in pids]) for k in FEATS}
+        feats = {k: np.asarray([self.pods[q].ifeats[k] for q in pids]) for k in FEATS}
         node_pcie = float(feats["pcie"].sum())
         pair_pod, pair_sum, rest_pcie, partner_maps = [], [], [], []
         for i, pid in enumerate(pids):
@@ -106,8 +107,8 @@ class ClusterSim:
                 if others:
                     pair_pod.append(i)
                     pair_sum.append(self._sum(others))
-            rest_pcie.append(node_pcie - pod.feats["pcie"] - sum(
-                self.pods[q].feats["pcie"] for q in gpu_partners))
+            rest_pcie.append(node_pcie - pod.ifeats["pcie"] - sum(
+                self.pods[q].ifeats["pcie"] for q in gpu_partners))
             partners = {q: mode for q in gpu_partners}
             partners.update({q: "node" for q in self.node_pods[node] - gpu_partners - {pid}})
             partner_maps.append(partners)
@@ -155,7 +156,8 @@ class ClusterSim:
         n_gpu = min(int(row["num_gpu"]), self.cfg.gpus_per_node)
         pod = Pod(len(self.pods), row["queue"], w.name, int(max(row["priority"], w.priority)),
                   n_gpu, int(row["milli"]), created, work,
-                  {k: float(v[0]) for k, v in f.items()})
+                  {k: float(v[0]) for k, v in f.items()},
+                  mean_features(w, {k: float(v[0]) for k, v in f.items()}))
         self.pods.append(pod)
         return pod
 

@@ -59,7 +59,8 @@ def build_truth(cfg: SimConfig, spec: dict, sim, phase_rows: list, health: pd.Da
     a, b = ep.a.to_numpy(dtype=np.int64), ep.b.to_numpy(dtype=np.int64)
     speed = _mean_speed(pods, a, ep.start.to_numpy(), ep.end.to_numpy()) if len(ep) else \
         np.zeros(0)
-    feats = {k: np.asarray([p.feats[k] for p in pods], dtype=float) for k in SOLO}
+    # phase-averaged solo features: the inputs of the interference function
+    feats = {k: np.asarray([p.ifeats[k] for p in pods], dtype=float) for k in SOLO}
     pair = np.ones(len(ep))
     for mode in ("timeslice", "mps", "node"):
         m = (ep.sharing == mode).to_numpy()

@@ -42,6 +42,11 @@ class WorkloadClass:
     fb_mib: float        # peak framebuffer
     accum: int = 1       # micro-batches per optimizer step (sets the visible iteration period)
     priority: int = 0
+    # Mean activity over the phase programme relative to steady compute (what a partner
+    # feels on average). Training: ~6 % eval at 0.55, ~3 % stalls, ~2 % checkpoints -> 0.9;
+    # notebooks: compute bursts of ~270 s per ~1830 s -> 0.15; serving: busy about half the
+    # day (diurnal_busy_prob averages ~0.5), idle at 0.06 -> 0.55.
+    duty: float = 0.9
 
 
 # Iteration period = Zeus micro-batch period x `accum`: the optimizer step (gradient
@@ -58,9 +63,9 @@ CATALOGUE = {w.name: w for w in [
     WorkloadClass("speech", "train", "deepspeech2/librispeech", 0.70, 0.40, 0.30, 0.50, 0.15,
                   9000, accum=4),
     WorkloadClass("llm-serving", "serve", "bert_base_uncased/squad", 0.60, 0.30, 0.40, 0.80,
-                  0.05, 21000, priority=1000),
+                  0.05, 21000, priority=1000, duty=0.55),
     WorkloadClass("notebook", "notebook", "shufflenetv2/cifar100", 0.50, 0.30, 0.20, 0.35,
-                  0.10, 4000),
+                  0.10, 4000, duty=0.15),
 ]}
 
 # Phase activity relative to steady compute (SM/tensor/DRAM/power dynamic part) and PCIe
@@ -114,6 +119,15 @@ def solo_features(w: WorkloadClass, spec: dict, rng: np.random.Generator, n: int
         "pcie": jit(w.pcie), "fb_used_mib": jit(w.fb_mib, 0.92 * spec["fb_mib"]),
         "power_dyn_w": jit(max(power_dyn, 5.0), spec["tdp_w"]),
     }
+
+
+ACTIVITY = ("sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie", "power_dyn_w")
+
+
+def mean_features(w: WorkloadClass, feats: dict) -> dict:
+    """Solo features averaged over the phase programme: activity scaled by the class duty,
+    framebuffer kept at its peak. These drive (and describe) interference."""
+    return {k: (v * w.duty if k in ACTIVITY else v) for k, v in feats.items()}
 
 
 def phase_programme(w: WorkloadClass, t0: float, t1: float, rng: np.random.Generator,

@@ -29,7 +29,7 @@ def _step(title: str) -> Callable:
     return wrap
 
 
-@_step("1. Synthetic cluster history (seeded from data/seeds, magnitudes from real traces)")
+@_step("1. Synthetic cluster history (from data/seeds; magnitudes from real traces)")
 def simulate(out: Path, seed: int, days: float, nodes: int):
     from features.ingest import write_tables
     from features.openmetrics import write_openmetrics
@@ -66,7 +66,8 @@ def summarize(cluster) -> None:
     truth = cluster.truth
     if "interference" in truth and len(truth["interference"]):
         inter = truth["interference"]
-        by = inter.groupby("sharing")["speed"].describe()[["count", "mean", "min"]].reset_index()
+        by = inter.groupby("sharing")["speed"].agg(episodes="size", mean_speed="mean", p10_speed=lambda x: x.quantile(0.1),
+                                                   min_speed="min").reset_index()
         _print_frame("Co-location episodes (ground truth speed = co-located / solo)", by)
     if "demand" in truth and len(truth["demand"]):
         d = truth["demand"]
@@ -81,7 +82,8 @@ def _print_frame(title: str, df) -> None:
     for col in df.columns:
         table.add_column(str(col), justify="right" if df[col].dtype.kind in "fiu" else "left")
     for row in df.itertuples(index=False):
-        table.add_row(*[f"{v:,.2f}" if isinstance(v, float) else str(v) for v in row])
+        table.add_row(*[f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+                        for v in row])
     console.print(table)
 
 

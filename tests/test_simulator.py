@@ -210,6 +210,10 @@ def test_unhealthy_gpus_show_ecc_xid_and_throttling(small):
     health = small.truth["health"]
     assert set(health.condition) == {"ecc_sbe", "ecc_dbe", "xid", "thermal"}
     s = small.samples
+    s = s[s.metric.isin(["DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+                         "DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+                         "DCGM_FI_DEV_GPU_TEMP"])]
+    s = s.assign(node=s.node.astype(str), gpu=s.gpu.astype(str), metric=s.metric.astype(str))
     bad = set(zip(health.node, health.gpu))
     for h in health.itertuples():
         g = s[(s.node == h.node) & (s.gpu == h.gpu)]

@@ -45,9 +45,10 @@ def simulate(
         gpu_spec(gpu_model)
     except ValueError as exc:
         raise ForesightError(str(exc)) from None
-    if days * 86400 / step * nodes * gpus_per_node > 5e8:
-        raise ForesightError("that history is too large (> 500 M GPU-steps): use fewer days, "
-                             "GPUs or a longer --step")
+    # ~25 float grids of GPUs x steps are held in memory: 2e7 GPU-steps is ~4 GB
+    if days * 86400 / step * nodes * gpus_per_node > 2e7:
+        raise ForesightError("that history is too large (> 20 M GPU-steps, ~4 GB of memory): "
+                             "use fewer days or GPUs, or a longer --step")
     t0 = time.perf_counter()
     cluster = generate_cluster(cfg)
     t_gen = time.perf_counter() - t0

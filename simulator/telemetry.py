@@ -109,7 +109,7 @@ def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_g
     capped = raw_power >= 0.98 * spec["tdp_w"]
     hot = out["temp"] >= 85
     hw = health_grids["hw_slowdown"]
-    idle = out["sm"] < 0.01
+    idle = sm < 0.01  # from the noise-free activity: the clock does not flicker on noise
     out["throttle"] = (TR_IDLE * idle + TR_SW_POWER * capped + TR_HW_SLOW * hw
                        + TR_SW_THERMAL * hot).astype(float)
     clock = spec["sm_clock"] * (1 - 0.12 * capped) * (1 - 0.35 * hw) * (1 - 0.1 * hot)

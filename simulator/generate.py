@@ -102,9 +102,11 @@ def _iterations(seg, pod: np.ndarray, t: np.ndarray) -> np.ndarray:
     """Optimizer steps completed by `pod` at time `t` (the app's progress counter)."""
     if len(pod) == 0:
         return np.zeros(0)
-    span = 1e7  # > any simulated time in seconds: keys (pod, t) sort as pod * span + t
-    key = seg.pod * span + seg.t0
-    k = np.clip(np.searchsorted(key, pod * span + t, side="right") - 1, 0, len(key) - 1)
+    # keys (pod, t) sort as pod * span + (t - lo) once span exceeds the time range
+    lo = min(seg.t0.min(), t.min())
+    span = max(seg.t1.max(), t.max()) - lo + 1.0
+    key = seg.pod * span + (seg.t0 - lo)
+    k = np.clip(np.searchsorted(key, pod * span + (t - lo), side="right") - 1, 0, len(key) - 1)
     done = seg.iters0[k] + seg.rate[k] * np.clip(t - seg.t0[k], 0, seg.t1[k] - seg.t0[k])
     return np.floor(done)
 

@@ -19,17 +19,16 @@ def _ts(cfg: SimConfig, s) -> pd.DatetimeIndex:
 
 def _mean_speed(pods: list, pid: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Time-weighted mean speed of each pod over [a, b) from its speed segments."""
-    span = 1e7
-    keys, cum, t0s, sps = [], [], [], []
-    for p in pods:
-        for t0, t1, s in p.speed_segments:
-            keys.append(p.pid * span + t0), t0s.append(t0), sps.append(s)
-            cum.append((t1 - t0) * s)
-    keys, t0s, sps = map(np.asarray, (keys, t0s, sps))
-    cum = np.concatenate([[0.0], np.cumsum(cum)])
-    # integral from the pod's own first segment: differences cancel the other pods' share
+    segs = [(p.pid, t0, t1, s) for p in pods for t0, t1, s in p.speed_segments]
+    pod_, t0s, t1s, sps = (np.asarray(x, dtype=float) for x in zip(*segs))
+    lo = min(t0s.min(), a.min())
+    span = max(t1s.max(), b.max()) - lo + 1.0  # keys (pod, t) sort as pod * span + (t - lo)
+    keys = pod_ * span + (t0s - lo)
+    cum = np.concatenate([[0.0], np.cumsum((t1s - t0s) * sps)])
+
+    # integral from the first segment of all: differences cancel the other pods' share
     def integral(t):
-        k = np.searchsorted(keys, pid * span + t, side="right") - 1
+        k = np.searchsorted(keys, pid * span + (t - lo), side="right") - 1
         return cum[k] + sps[k] * (t - t0s[k])
     return (integral(b) - integral(a)) / np.maximum(b - a, 1e-9)
 

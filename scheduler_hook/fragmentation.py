@@ -139,16 +139,25 @@ class _Compiled:
             return np.broadcast_to(self.wtab[-1], (n, len(self.num)))
         return self.wtab[np.searchsorted(self.cpu_steps, cpu, side="right")]
 
-    def group_access(self, access: np.ndarray | None, n: int) -> np.ndarray:
+    def group_access(self, access: np.ndarray | None, n: int) -> np.ndarray | None:
+        """(N, J) bool, or None when every group may use every node (the common case)."""
         if access is None:
-            return np.ones((n, len(self.num)), dtype=bool)
-        return np.asarray(access, dtype=bool).reshape(n, -1)[:, self.first_shape]
+            return None
+        cached = getattr(self, "_acc", None)
+        if cached is not None and cached[0] is access:
+            return cached[1]
+        acc = np.asarray(access, dtype=bool).reshape(n, -1)[:, self.first_shape]
+        out = None if acc.all() else acc
+        self._acc = (access, out)  # keeps ``access`` alive, so the identity check is sound
+        return out
 
     def frag(self, total: np.ndarray, cnt: np.ndarray, small: np.ndarray,
              weights: np.ndarray, gaccess: np.ndarray) -> np.ndarray:
         """Rows of level stats (P, M) -> fragmentation (P,)."""
         cnt_j, small_j = cnt[:, self.level_of], small[:, self.level_of]
-        usable = gaccess & (cnt_j >= self.num)
+        usable = cnt_j >= self.num
+        if gaccess is not None:
+            usable &= gaccess
         gain = np.where(usable, weights * (total[:, None] - small_j), 0.0)
         return total - gain.sum(axis=1)
 
@@ -206,13 +215,17 @@ def fragmentation_increase(gpu_free_milli: np.ndarray, cpu_free_milli: np.ndarra
     cnt, small = stats if stats is not None else level_stats(free, comp.levels)
     gacc = comp.group_access(access, n)
     out = np.full((n, g), np.inf)
-    rows = np.flatnonzero(nodes) if nodes is not None else np.arange(n)
-    total = free[rows].sum(axis=1).astype(float)
-    cnt_r, small_r, gacc_r = cnt[rows], small[rows], gacc[rows]
-    before = comp.frag(total, cnt_r, small_r, comp.weights(cpu[rows], len(rows)), gacc_r)
-    w_after = comp.weights(cpu[rows] - pod_cpu_milli, len(rows))
+    every = nodes is None or bool(np.all(nodes))
+    rows = np.arange(n) if every else np.flatnonzero(nodes)
+    sel = slice(None) if every else rows  # views, not copies, when no node was filtered out
+    sub = free[sel]
+    total = sub.sum(axis=1).astype(float)
+    cnt_r, small_r = cnt[sel], small[sel]
+    gacc_r = None if gacc is None else gacc[sel]
+    before = comp.frag(total, cnt_r, small_r, comp.weights(cpu[sel], len(rows)), gacc_r)
+    w_after = comp.weights(cpu[sel] - pod_cpu_milli, len(rows))
     if pod_num_gpu == 0:
-        out[rows] = (comp.frag(total, cnt_r, small_r, w_after, gacc_r) - before)[:, None]
+        out[sel] = (comp.frag(total, cnt_r, small_r, w_after, gacc_r) - before)[:, None]
         return out
     if pod_num_gpu > 1 or pod_gpu_milli >= MILLI_PER_GPU:
         # whole GPUs: they take fully free GPUs, which leave every count they were in
@@ -220,12 +233,11 @@ def fragmentation_increase(gpu_free_milli: np.ndarray, cpu_free_milli: np.ndarra
         lv = comp.levels  # each taken GPU goes from 1000 free to 0 free
         after = comp.frag(total - used, cnt_r - pod_num_gpu * ((MILLI_PER_GPU >= lv) & (lv > 0)),
                           small_r, w_after, gacc_r)
-        ok = (free[rows] >= MILLI_PER_GPU) & \
-            ((free[rows] >= MILLI_PER_GPU).sum(axis=1) >= pod_num_gpu)[:, None]
-        out[rows] = np.where(ok, (after - before)[:, None], np.inf)
+        whole = sub >= MILLI_PER_GPU
+        ok = whole & (whole.sum(axis=1) >= pod_num_gpu)[:, None]
+        out[sel] = np.where(ok, (after - before)[:, None], np.inf)
         return out
     # a shared GPU: one evaluation per (node, distinct free milli) that can take the pod
-    sub = free[rows]
     r, c = np.nonzero(sub >= pod_gpu_milli)
     if len(r) == 0:
         return out
@@ -236,7 +248,8 @@ def fragmentation_increase(gpu_free_milli: np.ndarray, cpu_free_milli: np.ndarra
     lv = comp.levels
     cnt_p = cnt_r[ur] - (v >= lv) + (w >= lv)
     small_p = small_r[ur] - np.where(v < lv, v, 0) + np.where(w < lv, w, 0)
-    after = comp.frag(total[ur] - pod_gpu_milli, cnt_p, small_p, w_after[ur], gacc_r[ur])
+    after = comp.frag(total[ur] - pod_gpu_milli, cnt_p, small_p, w_after[ur],
+                      None if gacc_r is None else gacc_r[ur])
     out[rows[r], c] = (after - before[ur])[inv.ravel()]
     return out
 

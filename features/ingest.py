@@ -15,7 +15,7 @@ from features import schema
 from features.catalog import DEFAULT_GPU_METRICS, LabelConfig, gpu_metric
 from features.prometheus import PrometheusSource
 from features.telemetry import (gpu_samples_from_frame, pods_from_source,
-                                queue_samples_from_source, sort_samples)
+                                queue_samples_from_source)
 from foresight.errors import ForesightError, MetricMissing
 
 TABLE_FILES = {"samples": "samples.parquet", "pods": "pods.parquet", "queues": "queues.parquet"}
@@ -88,7 +88,7 @@ def ingest(source: PrometheusSource, start: datetime, end: datetime, *, step_s: 
     if progress:
         progress("queues")
     queues = queue_samples_from_source(source, start, end, max(step_s, 60.0), labels)
-    samples = sort_samples(pd.concat(frames, ignore_index=True))
+    samples = pd.concat(frames, ignore_index=True)
     return IngestResult(samples, pods, queues, missing)
 
 

@@ -158,23 +158,32 @@ class PrometheusSource(MetricSource):
 
 
 def _frame(series: dict[tuple, list[np.ndarray]]) -> pd.DataFrame:
-    """Concatenate per-series chunks into one long frame, dropping chunk-boundary duplicates."""
-    frames = []
-    for key, chunks in series.items():
-        arr = np.concatenate(chunks)
-        _, first = np.unique(arr[:, 0], return_index=True)  # sorted, first occurrence kept
-        arr = arr[first]
-        part = pd.DataFrame({k: v for k, v in key} | {"ts": arr[:, 0], "value": arr[:, 1]},
-                            index=pd.RangeIndex(len(arr)))
-        frames.append(part)
-    if not frames:
+    """Concatenate per-series chunks into one long frame, dropping chunk-boundary duplicates.
+
+    Series come out in the order of their sorted label sets, each sorted by time, so the
+    result is deterministic without a global sort. Label columns are built per series and
+    repeated (not per sample): this is what keeps millions of samples cheap.
+    """
+    keys = sorted(series)
+    if not keys:
         return pd.DataFrame({"ts": pd.Series([], dtype="datetime64[ns, UTC]"),
                              "value": pd.Series([], dtype="float64")})
-    df = pd.concat(frames, ignore_index=True)
-    df["ts"] = pd.to_datetime(df["ts"], unit="s", utc=True)
-    labels = [c for c in df.columns if c not in ("ts", "value")]
-    df[labels] = df[labels].fillna("")
-    return df[labels + ["ts", "value"]]
+    blocks = []
+    for key in keys:
+        arr = np.concatenate(series[key])
+        _, first = np.unique(arr[:, 0], return_index=True)  # sorted, first occurrence kept
+        blocks.append(arr[first])
+    lengths = np.array([len(b) for b in blocks])
+    data = np.concatenate(blocks)
+    names = sorted({name for key in keys for name, _ in key})
+    out = {}
+    for name in names:
+        per_series = np.array([dict(key).get(name, "") for key in keys], dtype=object)
+        out[name] = pd.array(np.repeat(per_series, lengths), dtype="string")
+    # float seconds -> integer milliseconds (Prometheus' resolution) avoids float rounding
+    out["ts"] = pd.to_datetime(np.round(data[:, 0] * 1000).astype("int64"), unit="ms", utc=True)
+    out["value"] = data[:, 1]
+    return pd.DataFrame(out)
 
 
 def _http_error(message: str, url: str, what: str) -> ForesightError:

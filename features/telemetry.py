@@ -97,9 +97,3 @@ def queue_samples_from_source(source: MetricSource, start: datetime, end: dateti
     if not frames:
         return schema.empty(schema.QUEUE_SAMPLE_COLUMNS)
     return schema.conform(pd.concat(frames, ignore_index=True), schema.QUEUE_SAMPLE_COLUMNS)
-
-
-def sort_samples(df: pd.DataFrame) -> pd.DataFrame:
-    """Canonical order, so that two ingests of the same history compare equal."""
-    keys = ["metric", "node", "gpu", "uuid", "namespace", "pod", "ts"]
-    return df.sort_values(keys, kind="stable").reset_index(drop=True)

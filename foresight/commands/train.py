@@ -1,0 +1,124 @@
+"""`foresight train`: the scheduled retraining job (fetch, fit, backtest, gate, publish, report)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import sys
+
+# a CronJob's log is not a terminal: give the summary table room instead of 80 columns
+console = Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes, min_coverage, token):
+    from foresight.errors import ForesightError
+    from training import sources
+
+    chosen = [x for x in (prometheus_url, data, synthetic or None) if x]
+    if len(chosen) != 1:
+        raise ForesightError("choose exactly one source: --prometheus-url URL, --data DIR or --synthetic")
+    if synthetic:
+        return sources.synthetic(seed=seed, days=days, nodes=nodes)
+    if data:
+        return sources.from_tables(data)
+    from features.ingest import now_utc, parse_duration
+
+    end = now_utc()
+    return sources.from_prometheus(prometheus_url, end - parse_duration(since), end, step_s=step,
+                                   min_coverage=min_coverage, token=token)
+
+
+def _summary(result, report: Path, elapsed: float) -> Table:
+    t = Table(title=f"foresight train: {result.source} ({elapsed:.0f} s)", show_lines=False)
+    for col in ("kind", "status", "version", "in service before", "backtest (new)",
+                "in service (same window)", "baseline", "reason"):
+        t.add_column(col, overflow="fold")
+    colour = {"published": "green", "kept": "yellow", "skipped": "dim", "failed": "red"}
+    for k in result.kinds:
+        m, s = k.metrics, k.service_metrics
+        p = m.get("primary", "mae")
+        base = next((v for key, v in m.items() if key.startswith("baseline")), None)
+        t.add_row(k.kind, f"[{colour[k.status]}]{k.status}", k.version or "-",
+                  k.in_service or "-", f"{p} {m[p]:.4g}" if p in m else "-",
+                  f"{s[p]:.4g}" if p in s else "-", f"{base:.4g}" if base is not None else "-",
+                  k.reason)
+    h = result.hygiene
+    t.caption = (f"hygiene: {h['nan_values']} NaN, {h['duplicate_rows']} duplicates, "
+                 f"{h['counter_resets']} counter resets, {h['missing_series']} missing series, "
+                 f"{len(h['missing_metrics'])} missing metrics, {h['gaps']} gaps | peak RSS "
+                 f"{result.peak_mb:.0f} MB | report {report}")
+    return t
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("train")
+    def train(
+        registry: str = typer.Option(..., "--registry", help="Registry root: directory or fsspec URL."),
+        prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url",
+                                                     help="Prometheus/Thanos/Mimir/VictoriaMetrics query API."),
+        since: str = typer.Option("30d", "--since", help="History length to fetch, e.g. 30d."),
+        step: float = typer.Option(30.0, "--step", help="Query step in seconds."),
+        token: Optional[str] = typer.Option(None, "--token", envvar="FORESIGHT_PROM_TOKEN",
+                                            help="Bearer token for the metric source."),
+        min_coverage: float = typer.Option(0.9, "--min-coverage",
+                                           help="Refuse history covering less of the window."),
+        data: Optional[str] = typer.Option(None, "--data", help="Directory of Parquet tables."),
+        synthetic: bool = typer.Option(False, "--synthetic", help="Train on a generated cluster."),
+        seed: int = typer.Option(0, "--seed", help="Synthetic history seed (and model seed)."),
+        days: float = typer.Option(4.0, "--days", help="Synthetic history length in days."),
+        nodes: int = typer.Option(4, "--nodes", help="Synthetic cluster nodes (4 GPUs each)."),
+        holdout: str = typer.Option("1d", "--holdout", help="Most recent window kept for the backtest."),
+        tolerance: float = typer.Option(0.0, "--tolerance",
+                                        help="Publish when not worse than in service by more than this (relative)."),
+        kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma-separated kinds (default: all wired)."),
+        n_estimators: int = typer.Option(200, "--n-estimators", help="Boosting rounds per LightGBM model."),
+        threads: int = typer.Option(2, "--threads", help="LightGBM threads."),
+        out: str = typer.Option("foresight-train-report", "--out", help="Where report.html and metrics.json go."),
+        dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
+        dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
+                                                     help="tcp://HOST:PORT: train LightGBM through lightgbm.dask."),
+    ) -> None:
+        """Fetch history, fit every model kind, backtest against the models in service, publish
+        only those not worse, and write report.html + metrics.json."""
+        from features.ingest import parse_duration
+        from training.kinds import KINDS
+        from training.pipeline import TrainConfig, run
+        from training.report import write_report
+
+        import pandas as pd
+
+        t0 = time.perf_counter()
+        cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
+                          kinds=tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS,
+                          n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run)
+        if dask_scheduler:
+            from training.dask_fit import connect
+
+            cfg.dask_client = connect(dask_scheduler)
+        steps = ("features", "fit", "backtest", "compare", "publish")
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                      console=console, transient=False) as bar:
+            task = bar.add_task("fetch history", total=2 + len(cfg.kinds) * len(steps))
+            history = _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes,
+                             min_coverage, token)
+            bar.update(task, advance=1, description=f"fetched {len(history.samples):,} samples")
+
+            def on_step(kind: str, name: str) -> None:
+                bar.update(task, description=f"{kind}: {name}")
+                if kind != "data":
+                    bar.advance(task)
+
+            result = run(history, registry, cfg, on_step)
+            bar.update(task, description="report")
+            _, report = write_report(result, registry, out)
+            bar.update(task, completed=bar.tasks[0].total, description="done")
+        console.print(_summary(result, report, time.perf_counter() - t0))
+        if any(k.status == "failed" for k in result.kinds):
+            raise SystemExit(1)  # see registry verify: cli.main drops typer.Exit codes

@@ -1,0 +1,112 @@
+"""Interference kind: pair table from telemetry -> InterferenceModel; backtest on later episodes.
+
+Split by time: train on co-location episodes that ended before the cutoff, test on episodes
+that started after it (episodes straddling the cutoff are dropped from both). Baseline: the
+training median speed for every pair, computed in the same run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from training.kinds import SkipKind
+
+NAME = "interference"
+PRIMARY = "mae"
+MIN_PAIRS = 30
+
+
+def prepare(history, cfg) -> dict:
+    from features.pairs import build_pair_table
+
+    pairs, eps = build_pair_table(history.samples, history.pods,
+                                  gpu_sharing=history.gpu_sharing or None,
+                                  gpu_model=history.gpu_model)
+    if pairs.empty:
+        raise SkipKind("no co-location episodes in the history")
+    keep = pairs[["a_speed", "b_speed"]].notna().any(axis=1).to_numpy()
+    if keep.sum() < MIN_PAIRS:
+        raise SkipKind(f"only {int(keep.sum())} co-location episodes with a measured speed "
+                       f"(need {MIN_PAIRS}; is the progress counter exported?)")
+    return {"pairs": pairs[keep].reset_index(drop=True),
+            "episodes": eps[keep].reset_index(drop=True)}
+
+
+def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
+    eps = data["episodes"]
+    tr = (eps["end"] <= cutoff).to_numpy()
+    te = (eps["start"] >= cutoff).to_numpy()
+    if tr.sum() < MIN_PAIRS or te.sum() < 10:
+        raise SkipKind(f"{int(tr.sum())} training / {int(te.sum())} backtest episodes around "
+                       f"{cutoff}: history too short for a time split")
+    pick = lambda m: {k: v[m].reset_index(drop=True) for k, v in data.items()}  # noqa: E731
+    return pick(tr), pick(te)
+
+
+def fit(train: dict, cfg):
+    from forecaster.interference import InterferenceModel
+
+    return InterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
+                             seed=cfg.seed).fit(train["pairs"])
+
+
+def fit_dask(train: dict, cfg, client):
+    """The same model, its point booster trained through lightgbm.dask (see training.dask_fit)."""
+    from training.dask_fit import fit_interference_dask
+
+    return fit_interference_dask(train["pairs"], cfg, client)
+
+
+def _long(pairs: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
+    rows = []
+    for side in ("a", "b"):
+        rows.append(pd.DataFrame({"side": side, "workload": pairs[f"{side}_workload"].astype(str),
+                                  "partner": pairs[f"{'b' if side == 'a' else 'a'}_workload"].astype(str),
+                                  "sharing": pairs.get("sharing", ""),
+                                  "y": pairs[f"{side}_speed"].to_numpy(),
+                                  "pred": pred[f"{side}_speed_pred"].to_numpy(),
+                                  "p10": pred[f"{side}_speed_p10"].to_numpy()}))
+    out = pd.concat(rows, ignore_index=True)
+    return out[out["y"].notna()].reset_index(drop=True)
+
+
+def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
+    pairs = test["pairs"]
+    pred = _long(pairs, model.predict(pairs))
+    err = pred["pred"] - pred["y"]
+    train_speeds = pd.concat([train["pairs"]["a_speed"], train["pairs"]["b_speed"]]).dropna()
+    base = float(train_speeds.median())
+    m = {"primary": PRIMARY, "mae": float(err.abs().mean()),
+         "rmse": float(np.sqrt((err ** 2).mean())),
+         "p10_coverage": float((pred["y"] < pred["p10"]).mean()),
+         "baseline_median_mae": float((pred["y"] - base).abs().mean()),
+         "backtest_sides": int(len(pred)), "backtest_pairs": int(len(pairs)),
+         "train_pairs": int(len(train["pairs"]))}
+    return m, pred
+
+
+def save(model, path: Path) -> None:
+    model.save(path)
+
+
+def load(path: Path):
+    from forecaster.interference import InterferenceModel
+
+    return InterferenceModel.load(path)
+
+
+def features(model) -> list[str]:
+    return list(model.feature_names_)
+
+
+def plot(pred: pd.DataFrame, ax) -> None:
+    ax.scatter(pred["y"], pred["pred"], s=8, alpha=0.6, label="point")
+    ax.scatter(pred["y"], pred["p10"], s=5, alpha=0.4, marker="v", label="p10")
+    lo, hi = 0.0, max(1.1, float(pred[["y", "pred"]].max().max()))
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.set_xlabel("measured speed (co-located / solo)")
+    ax.set_ylabel("predicted speed")
+    ax.set_title("interference: predicted vs true (backtest episodes)")
+    ax.legend(loc="upper left", fontsize=7)

@@ -1,0 +1,206 @@
+"""The retraining job: fetch -> hygiene -> features -> fit -> backtest -> gate -> publish.
+
+For every wired kind (training.kinds.KINDS): build its table from the history, fit on
+everything before the cutoff (`end - holdout`), backtest on the window after it, score the
+model in service on the *same* window, and publish the new model only when its primary metric
+is not worse than the one in service by more than `tolerance` (relative). A model identical to
+the one in service (same data, same files) is not published again. The published model is the
+one that was backtested: its metrics in the manifest are the numbers it earned.
+"""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import tempfile
+import time
+import traceback
+import resource
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from foresight import __version__
+from foresight.errors import ForesightError
+from training.hygiene import clean_samples
+from training.kinds import KINDS, SkipKind, load_kind
+from training.registry import Registry
+from training.sources import TRAINING_METRICS, History
+
+
+@dataclass
+class TrainConfig:
+    holdout: pd.Timedelta = pd.Timedelta("1D")
+    tolerance: float = 0.0
+    kinds: tuple[str, ...] = KINDS
+    n_estimators: int = 200
+    threads: int = 2
+    seed: int = 0
+    demand_freq: str = "30min"
+    demand_horizon: int = 4
+    dry_run: bool = False
+    dask_client: object | None = None
+
+
+@dataclass
+class KindResult:
+    kind: str
+    status: str  # published | kept | skipped | failed
+    reason: str = ""
+    version: str | None = None
+    in_service: str | None = None
+    metrics: dict = field(default_factory=dict)
+    service_metrics: dict = field(default_factory=dict)
+    predictions: pd.DataFrame | None = None
+    seconds: dict = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    source: str
+    window: dict
+    hygiene: dict
+    kinds: list[KindResult]
+    stages: dict
+    peak_mb: float = 0.0
+
+
+def code_version() -> str:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5, cwd=Path(__file__).resolve().parent).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    return f"{__version__}+{sha}" if sha else __version__
+
+
+def data_hash(history: History) -> str:
+    h = hashlib.sha256()
+    for df in (history.samples, history.pods):
+        h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+    return h.hexdigest()[:32]
+
+
+def gate(new: float, current: float | None, tolerance: float) -> bool:
+    """Not worse than the model in service, within a relative tolerance (lower is better)."""
+    if current is None or current != current:
+        return True
+    return new <= current * (1.0 + tolerance) + 1e-12
+
+
+def _service_metrics(reg: Registry, mod, test, train) -> tuple[str | None, dict, str]:
+    cur = reg.current(mod.NAME)
+    if cur is None:
+        return None, {}, ""
+    try:
+        path, _ = reg.fetch(mod.NAME, cur)
+        model = mod.load(path)
+        metrics, _ = mod.score(model, test, train)
+        return cur, metrics, ""
+    except (ForesightError, ValueError, KeyError, OSError) as exc:
+        # An untrusted or unusable model in service cannot win the comparison.
+        return cur, {}, f"model in service v{cur} unusable ({str(exc).splitlines()[0]})"
+
+
+def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, manifest: dict,
+               on_step: Callable[[str], None]) -> KindResult:
+    mod = load_kind(name)
+    res = KindResult(name, "skipped")
+    cutoff = history.end - cfg.holdout
+    t = time.perf_counter()
+
+    def lap(stage: str) -> None:
+        nonlocal t
+        now = time.perf_counter()
+        res.seconds[stage] = round(now - t, 3)
+        t = now
+
+    try:
+        on_step("features")
+        data = mod.prepare(history, cfg)
+        train, test = mod.split(data, cutoff)
+        lap("features")
+        on_step("fit")
+        if cfg.dask_client is not None and hasattr(mod, "fit_dask"):
+            model = mod.fit_dask(train, cfg, cfg.dask_client)
+        else:
+            model = mod.fit(train, cfg)
+        lap("fit")
+        on_step("backtest")
+        res.metrics, res.predictions = mod.score(model, test, train)
+        lap("backtest")
+        on_step("compare")
+        res.in_service, res.service_metrics, note = _service_metrics(reg, mod, test, train)
+        lap("compare")
+    except SkipKind as exc:
+        res.reason = str(exc)
+        return res
+    new, cur = res.metrics[mod.PRIMARY], res.service_metrics.get(mod.PRIMARY)
+    on_step("publish")
+    with tempfile.TemporaryDirectory(prefix=f"foresight-{name}-") as tmp:
+        mod.save(model, Path(tmp))
+        digests = {p.relative_to(tmp).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                   for p in Path(tmp).rglob("*") if p.is_file()}
+        same = (res.in_service is not None and not note and
+                reg.manifest(name, res.in_service).get("files") == digests)
+        if same:
+            res.status, res.reason = "kept", f"identical to v{res.in_service}"
+        elif not gate(new, cur, cfg.tolerance):
+            res.status = "kept"
+            res.reason = (f"{mod.PRIMARY} {new:.4g} worse than v{res.in_service}'s {cur:.4g} "
+                          f"(tolerance {cfg.tolerance:.0%})")
+        elif cfg.dry_run:
+            res.status, res.reason = "kept", "dry run: would publish"
+        else:
+            fields = {**manifest, "features": mod.features(model),
+                      "metrics": {**res.metrics, "in_service_before": res.in_service,
+                                  "in_service_metrics": res.service_metrics},
+                      "extra": {"backtest_window": {"start": cutoff.isoformat(),
+                                                    "end": history.end.isoformat()}}}
+            fields["training_window"] = {"start": history.start.isoformat(),
+                                         "end": cutoff.isoformat()}
+            res.version = reg.publish(name, tmp, fields)
+            res.status = "published"
+            res.reason = note or ("first version" if cur is None else
+                                  f"{mod.PRIMARY} {new:.4g} vs {cur:.4g} in service")
+    lap("publish")
+    return res
+
+
+def run(history: History, registry: str, cfg: TrainConfig,
+        on_step: Callable[[str, str], None] = lambda kind, step: None) -> RunResult:
+    """Train every configured kind on `history` and publish what passes the gate."""
+    stages: dict[str, float] = {}
+    t0 = time.perf_counter()
+    reg = Registry(registry)
+    on_step("data", "hygiene")
+    samples, hyg = clean_samples(history.samples, TRAINING_METRICS)
+    history.samples = samples
+    stages["hygiene"] = round(time.perf_counter() - t0, 3)
+    if history.end - cfg.holdout <= history.start:
+        raise ForesightError(f"history {history.start}..{history.end} is shorter than the "
+                             f"backtest window {cfg.holdout}")
+    manifest = {"training_window": {}, "data_hash": data_hash(history),
+                "code_version": code_version()}
+    results = []
+    for name in cfg.kinds:
+        if name not in KINDS:
+            raise ForesightError(f"unknown model kind {name!r}: choose from {', '.join(KINDS)}")
+        try:
+            r = train_kind(name, history, reg, cfg, manifest, lambda s, n=name: on_step(n, s))
+        except ForesightError:
+            raise
+        except Exception as exc:  # one kind's bug must not stop the others from publishing
+            r = KindResult(name, "failed", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+            r.metrics = {"traceback": traceback.format_exc(limit=3)}
+        results.append(r)
+        for k, v in r.seconds.items():
+            stages[f"{name}.{k}"] = v
+    # peak resident memory of this process (Linux reports KiB)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return RunResult(history.source, {"start": history.start.isoformat(),
+                                      "end": history.end.isoformat(),
+                                      "cutoff": (history.end - cfg.holdout).isoformat()},
+                     {**hyg.as_dict(), "notes": history.notes}, results, stages,
+                     peak_mb=round(peak / 2**20, 1))

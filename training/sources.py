@@ -1,0 +1,101 @@
+"""Where the retraining job's history comes from: synthetic, Parquet tables or Prometheus.
+
+Each returns a `History` (the tidy tables of features.schema plus what the kinds need that is
+cluster configuration rather than telemetry). Prometheus history that does not cover the
+requested window is refused: a model fitted on half a month would silently replace one fitted
+on a full month.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import pandas as pd
+
+from features.pairs import PROGRESS_METRIC, TELEMETRY_FEATURES
+from foresight.errors import ForesightError
+from training.hygiene import coverage
+
+#: The metrics the wired kinds read (the pair builder's solo features + progress counter).
+TRAINING_METRICS = tuple(TELEMETRY_FEATURES) + (PROGRESS_METRIC,)
+
+
+@dataclass
+class History:
+    samples: pd.DataFrame
+    pods: pd.DataFrame
+    queues: pd.DataFrame
+    start: pd.Timestamp
+    end: pd.Timestamp
+    source: str
+    pod_labels: pd.DataFrame | None = None
+    gpu_sharing: dict[str, str] = field(default_factory=dict)
+    gpu_model: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: int = 4,
+              step_s: float = 30.0) -> History:
+    """A generated cluster (simulator); the node -> sharing map is cluster config it knows."""
+    from simulator import SimConfig, generate_cluster
+
+    cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=gpus_per_node,
+                    step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS)
+    c = generate_cluster(cfg)
+    node_of = dict(zip(c.pods["namespace"] + "/" + c.pods["pod"], c.pods["node"]))
+    truth = c.truth["interference"]
+    shared = truth[truth["sharing"] != "node"]
+    sharing = {node_of.get(f"{r.namespace}/{r.pod}"): r.sharing for r in shared.itertuples()}
+    end = cfg.start + pd.Timedelta(seconds=cfg.duration_s)
+    return History(c.samples, c.pods, c.queues, cfg.start, end,
+                   f"synthetic seed={seed} {days:g}d {cfg.n_gpus} GPUs", c.pod_labels,
+                   {k: v for k, v in sharing.items() if k}, cfg.gpu_model)
+
+
+def from_tables(data_dir: str) -> History:
+    from features.ingest import read_tables
+
+    t = read_tables(data_dir)
+    s = t["samples"]
+    if s.empty:
+        raise ForesightError(f"{data_dir}: samples table is empty")
+    pods = t.get("pods")
+    if pods is None or pods.empty:
+        raise ForesightError(f"{data_dir}: no pods table (pods.parquet): the models need pods")
+    queues = t.get("queues", pd.DataFrame(columns=["ts", "queue", "metric", "value"]))
+    return History(s, pods, queues, s["ts"].min(), s["ts"].max(), f"tables {data_dir}")
+
+
+def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30.0,
+                    min_coverage: float = 0.9, source=None, **auth) -> History:
+    """Ingest [start, end] from Prometheus (or Thanos/Mimir/VictoriaMetrics: same query API).
+
+    Raises SourceUnavailable when the server is down and ForesightError when what it returns
+    covers less than `min_coverage` of the window for any metric the models need.
+    """
+    from features.catalog import LabelConfig
+    from features.ingest import ingest
+    from features.prometheus import PrometheusSource
+    from features.telemetry import gpu_samples_from_frame
+
+    src = source or PrometheusSource(url, **auth)
+    res = ingest(src, start, end, step_s=step_s)
+    frames = [res.samples]
+    prog = src.query_range(PROGRESS_METRIC, start, end, step_s)  # optional app counter
+    if not prog.empty:
+        frames.append(gpu_samples_from_frame(prog, PROGRESS_METRIC, LabelConfig()))
+    samples = pd.concat(frames, ignore_index=True)
+    t0, t1 = pd.Timestamp(start), pd.Timestamp(end)
+    need = [m for m in TELEMETRY_FEATURES if m not in res.missing]
+    cov = coverage(samples, t0, t1, step_s, need)
+    short = {m: c for m, c in cov.items() if c < min_coverage}
+    if short:
+        worst = min(short, key=short.get)
+        raise ForesightError(
+            f"partial data from {url}: {worst} covers {short[worst]:.0%} of "
+            f"{t0.isoformat()}..{t1.isoformat()} (need {min_coverage:.0%}; {len(short)} metric(s) "
+            f"short); models in service left untouched")
+    if res.pods.empty:
+        raise ForesightError(f"{url} returned no pods (kube-state-metrics) for the window")
+    notes = [f"metrics absent at the source: {', '.join(res.missing)}"] if res.missing else []
+    return History(samples, res.pods, res.queues, t0, t1, f"prometheus {url}", notes=notes)

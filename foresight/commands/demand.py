@@ -1,0 +1,111 @@
+"""`foresight demand backtest|forecast`: queue-demand forecasts from a long-format series CSV."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.errors import ForesightError
+
+
+def _load(series: Path, freq: str, agg: str):
+    from features.demand_series import read_series_csv, regularize
+
+    if agg not in ("sum", "mean"):
+        raise ForesightError(f"bad --agg {agg!r}: use sum or mean")
+    return regularize(read_series_csv(series), freq, agg)
+
+
+def _test_start(df: pd.DataFrame, value: str, freq: str, horizon: int) -> pd.Timestamp:
+    try:
+        T = pd.Timestamp(value)
+    except (ValueError, TypeError):
+        raise ForesightError(f"bad --test-start {value!r}: not a timestamp") from None
+    T = T.tz_localize("UTC") if T.tzinfo is None else T.tz_convert("UTC")
+    lo, hi = df["ds"].min(), df["ds"].max() + pd.Timedelta(freq)
+    if not lo < T <= hi - horizon * pd.Timedelta(freq):
+        raise ForesightError(f"--test-start {T} is outside the data ({lo} .. {hi}) or leaves no full horizon")
+    return T
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(no_args_is_help=True, help="Forecast the GPU demand arriving per queue.")
+
+    @sub.command("backtest")
+    def backtest_cmd(
+        series: Path = typer.Option(..., "--series", help="CSV with unique_id, ds, y"),
+        freq: str = typer.Option("10min", "--freq"),
+        horizon: str = typer.Option("1h", "--horizon"),
+        test_start: str = typer.Option(..., "--test-start", help="first origin (UTC)"),
+        out: Path = typer.Option(..., "--out", help="PRED.csv to write"),
+        agg: str = typer.Option("sum", "--agg", help="sum (flows) or mean (levels)"),
+        val_bins: int = typer.Option(1008, "--val-bins", help="calibration window, in bins"),
+        plot: Path = typer.Option(None, "--plot", help="PNG path (default: PRED.png)"),
+        no_ets: bool = typer.Option(False, "--no-ets", help="skip the statsforecast baseline"),
+    ) -> None:
+        """Rolling-origin backtest; prints MAE, MASE, pinball and coverage per method."""
+        from features.demand_series import horizon_bins
+        from forecaster.demand_backtest import backtest, plot_busiest
+
+        H = horizon_bins(horizon, freq)
+        df = _load(series, freq, agg)
+        T = _test_start(df, test_start, freq, H)
+        if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:
+            raise ForesightError(f"not enough history before --test-start for a {val_bins}-bin calibration window: lower --val-bins")
+        try:
+            pred, met, model = backtest(df, freq, H, T, agg=agg, val_bins=val_bins,
+                                        with_ets=not no_ets)
+        except ValueError as exc:
+            raise ForesightError(str(exc).splitlines()[0]) from None
+        cols = ["unique_id", "origin", "y_true", "p10", "p50", "p90",
+                *[c for c in ("persistence", "snaive_day", "snaive_week", "ets") if c in pred]]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pred[cols].to_csv(out, index=False)
+        png = plot or out.with_suffix(".png")
+        uid = plot_busiest(pred, str(png), f"horizon {horizon}, agg {agg}:")
+        table = Table(title=f"demand backtest: horizon {horizon}, agg {agg}, {len(pred)} origins, "
+                            f"shrink {model.lam_:g}")
+        for c in ("method", "n", "MAE", "MASE", "pinball", "coverage [p10,p90]"):
+            table.add_column(c, justify="left" if c == "method" else "right")
+        for r in met.itertuples():
+            table.add_row(r.method, str(r.n), f"{r.MAE:.3f}", f"{r.MASE:.3f}",
+                          f"{r.pinball:.3f}", f"{r.coverage_p10_p90:.1%}")
+        Console().print(table)
+        typer.echo(f"wrote {out} and {png} (busiest queue {uid})")
+
+    @sub.command("forecast")
+    def forecast_cmd(
+        series: Path = typer.Option(..., "--series", help="CSV with unique_id, ds, y"),
+        freq: str = typer.Option("10min", "--freq"),
+        horizon: str = typer.Option("1h", "--horizon"),
+        agg: str = typer.Option("sum", "--agg", help="sum (flows) or mean (levels)"),
+        val_bins: int = typer.Option(1008, "--val-bins"),
+        save: Path = typer.Option(None, "--save", help="also write the model artifact here"),
+    ) -> None:
+        """Fit on the whole series and print the next horizon's forecast per queue."""
+        from features.demand_series import horizon_bins
+        from forecaster.demand import DemandForecaster
+
+        H = horizon_bins(horizon, freq)
+        df = _load(series, freq, agg)
+        if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
+            raise ForesightError(f"series too short for a {val_bins}-bin calibration window: lower --val-bins")
+        try:
+            model = DemandForecaster(freq=freq, horizon=H, agg=agg, val_bins=val_bins).fit(df)
+        except ValueError as exc:
+            raise ForesightError(str(exc).splitlines()[0]) from None
+        fc = model.predict(df)
+        if save:
+            model.save(save)
+        table = Table(title=f"demand forecast: next {horizon} ({agg})")
+        for c in ("queue", "origin", "p10", "p50", "p90", "persistence"):
+            table.add_column(c, justify="left" if c in ("queue", "origin") else "right")
+        for r in fc.itertuples():
+            table.add_row(str(r.unique_id), str(pd.Timestamp(r.origin)), f"{r.p10:.2f}",
+                          f"{r.p50:.2f}", f"{r.p90:.2f}", f"{r.persistence:.2f}")
+        Console().print(table)
+
+    app.add_typer(sub, name="demand")

@@ -1,0 +1,157 @@
+"""Demand forecaster: no leakage, baselines, artifacts, CLI errors, series builders."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from features.demand_series import (arrivals_from_pods, helios_series, horizon_bins,
+                                    pending_from_pods, pod_shape, regularize)
+from forecaster.demand import DemandForecaster
+from forecaster.demand_backtest import backtest
+from foresight.cli import main
+from foresight.errors import ForesightError
+
+TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
+FAST = dict(n_estimators=40, val_bins=288)
+
+
+def flows(days: int = 12, seed: int = 0) -> pd.DataFrame:
+    """Poisson arrivals with a daily cycle, two queues of different size, 10-min bins."""
+    rng = np.random.default_rng(seed)
+    ds = pd.date_range("2026-01-05", periods=days * 144, freq="10min", tz="UTC")
+    phase = 2 * np.pi * (ds.hour * 60 + ds.minute) / 1440
+    parts = []
+    for q, size in (("big", 8.0), ("small", 1.5)):
+        rate = size * (1.2 + np.sin(phase))
+        parts.append(pd.DataFrame({"unique_id": q, "ds": ds, "y": rng.poisson(rate).astype(float)}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_no_leakage_forecast_unchanged_when_future_altered():
+    df = flows()
+    T = df["ds"].min() + pd.Timedelta("9D")
+    t0 = T + pd.Timedelta("1D")
+    altered = df.copy()
+    future = altered["ds"] >= t0
+    altered.loc[future, "y"] = np.random.default_rng(9).uniform(0, 500, future.sum())
+    a, _, _ = backtest(df, "10min", 6, T, agg="sum", **FAST)
+    b, _, _ = backtest(altered, "10min", 6, T, agg="sum", **FAST)
+    cols = ["p10", "p50", "p90", "persistence", "snaive_day", "snaive_week", "ets"]
+    at = a[a["origin"] == t0].sort_values("unique_id")[cols].to_numpy()
+    bt = b[b["origin"] == t0].sort_values("unique_id")[cols].to_numpy()
+    assert at.shape == (2, len(cols)) and np.isfinite(at).all()
+    np.testing.assert_array_equal(at, bt)
+    # ...and the alteration does reach later origins and the target (the test can fail).
+    later = t0 + pd.Timedelta("2h")
+    assert not np.allclose(a.loc[a["origin"] == later, "p50"], b.loc[b["origin"] == later, "p50"])
+    assert not np.allclose(a.loc[a["origin"] == t0, "y_true"], b.loc[b["origin"] == t0, "y_true"])
+
+
+def test_targets_and_baselines_follow_the_contract():
+    df = flows(days=10)
+    T = df["ds"].min() + pd.Timedelta("8D")
+    pred, met, _ = backtest(df, "10min", 6, T, agg="sum", with_ets=False, **FAST)
+    s = df[df["unique_id"] == "big"].set_index("ds")["y"]
+    r = pred[pred["unique_id"] == "big"].iloc[5]
+    t = r["origin"]
+    step = pd.Timedelta("10min")
+    assert r["y_true"] == s[t:t + 5 * step].sum()  # t <= ds < t + 1h
+    assert r["persistence"] == pytest.approx(s[t - 6 * step:t - step].sum())
+    assert r["snaive_day"] == pytest.approx(s[t - pd.Timedelta("1D"):t - pd.Timedelta("1D") + 5 * step].sum())
+    assert pred["origin"].min() == T
+    m = met.set_index("method")
+    # Poisson noise: the model (a smoothed seasonal level) must beat last-hour persistence.
+    assert m.loc["model", "MAE"] < 0.9 * m.loc["persistence", "MAE"]
+    assert 0.6 < m.loc["model", "coverage_p10_p90"] < 0.95
+
+
+def test_save_load_roundtrip(tmp_path):
+    df = flows(days=10)
+    f = DemandForecaster(horizon=6, agg="sum", **FAST).fit(df)
+    f.save(tmp_path / "m")
+    g = DemandForecaster.load(tmp_path / "m")
+    a, b = f.predict(df), g.predict(df)
+    pd.testing.assert_frame_equal(a, b)
+    assert set(a["unique_id"]) == {"big", "small"}
+    assert (a["origin"] == df["ds"].max() + pd.Timedelta("10min")).all()
+    assert (a["p10"] <= a["p50"]).all() and (a["p50"] <= a["p90"]).all()
+    (tmp_path / "m" / "model.txt").write_text((tmp_path / "m" / "model.txt").read_text() + " ")
+    with pytest.raises(ValueError, match="checksum"):
+        DemandForecaster.load(tmp_path / "m")
+
+
+def _run(args: list[str]) -> int:
+    return main(["demand", *args])
+
+
+@pytest.mark.parametrize("content, extra, needle", [
+    ("unique_id,ds\nq,2026-01-01\n", [], "missing column"),
+    ("unique_id,ds,y\nq,2026-01-01,abc\n", [], "non-numeric"),
+    ("unique_id,ds,y\nq,notadate,1\n", [], "not parsable"),
+    (None, ["--test-start", "2030-01-01"], "outside the data"),
+    (None, ["--freq", "ten"], "bad frequency"),
+    (None, ["--horizon", "7min"], "bad horizon"),
+])
+def test_cli_bad_input_is_one_line_error(tmp_path, capsys, content, extra, needle):
+    path = tmp_path / "S.csv"
+    if content is None:
+        flows(days=3).to_csv(path, index=False)
+    else:
+        path.write_text(content)
+    args = ["backtest", "--series", str(path), "--test-start", "2026-01-06",
+            "--out", str(tmp_path / "P.csv")]
+    if extra[:1] == ["--test-start"]:
+        args[4] = extra[1]
+        extra = []
+    assert _run(args + extra) == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err and "Traceback" not in err
+
+
+def test_cli_backtest_and_forecast(tmp_path, capsys):
+    path = tmp_path / "S.csv"
+    flows(days=9).to_csv(path, index=False)
+    out = tmp_path / "P.csv"
+    assert _run(["backtest", "--series", str(path), "--test-start", "2026-01-13",
+                 "--out", str(out), "--val-bins", "288", "--no-ets"]) == 0
+    pred = pd.read_csv(out)
+    assert list(pred.columns[:6]) == ["unique_id", "origin", "y_true", "p10", "p50", "p90"]
+    assert {"persistence", "snaive_day", "snaive_week"} <= set(pred.columns)
+    assert out.with_suffix(".png").stat().st_size > 1000
+    text = capsys.readouterr().out
+    assert "MASE" in text and "persistence" in text
+    assert _run(["forecast", "--series", str(path), "--horizon", "1h", "--val-bins", "288"]) == 0
+    assert "big" in capsys.readouterr().out
+
+
+def test_builders_from_pods():
+    t = pd.Timestamp("2026-01-05T00:00:00Z")
+    pods = pd.DataFrame({
+        "queue": ["a", "a", "b"], "gpu_request": [2.0, 0.5, 8.0],
+        "created": [t + pd.Timedelta("1min"), t + pd.Timedelta("12min"), t + pd.Timedelta("3min")],
+        "started": [t + pd.Timedelta("6min"), t + pd.Timedelta("35min"), pd.NaT],
+        "finished": [t + pd.Timedelta("40min"), pd.NaT, pd.NaT]})
+    arr = arrivals_from_pods(pods, "10min")
+    assert arr[arr["unique_id"] == "a"]["y"].tolist() == [2.0, 0.5]
+    pend = pending_from_pods(pods, "10min").set_index(["unique_id", "ds"])["y"]
+    assert pend[("a", t)] == pytest.approx(2.0 * 5 / 10)  # pending 00:01-00:06
+    assert pend[("a", t + pd.Timedelta("20min"))] == pytest.approx(0.5)
+    assert pend[("b", t + pd.Timedelta("30min"))] == pytest.approx(8.0 * 10 / 10)
+    assert [pod_shape(g) for g in (1, 8, 0.5, 0.3)] == ["1", "8", "frac:0.25-0.5", "frac:0.25-0.5"]
+    assert horizon_bins("6h", "10min") == 36
+    with pytest.raises(ForesightError):
+        regularize(pd.DataFrame({"unique_id": ["q"], "ds": ["x"], "y": [1]}), "10min")
+
+
+def test_helios_series_is_demand_not_quota():
+    vcs = TRACES / "helios-earth" / "Earth_vcs"
+    if not vcs.is_dir():
+        pytest.skip(f"Helios traces absent at {vcs}")
+    df = helios_series(vcs)
+    raw = pd.read_csv(sorted(vcs.glob("*.csv"))[0], nrows=10)
+    first = df[df["unique_id"] == sorted(vcs.glob("*.csv"))[0].stem]["y"].iloc[0]
+    assert first == pytest.approx((raw["running_gpu_num"] + raw["pending_gpu_num"]).mean())
+    assert df.groupby("unique_id").size().min() == 31 * 144

@@ -139,10 +139,10 @@ def pending_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue"
         s = s[c.index]
         g = pd.to_numeric(pods.loc[c.index, "gpu_request"], errors="coerce").fillna(0.0).to_numpy()
         grid = pd.date_range(c.min().floor(step), end_all.floor(step), freq=step)
-        t0 = grid.asi8[:, None]
+        t0 = grid.as_unit("ns").asi8[:, None]
         t1 = t0 + step.value
-        lo = np.maximum(t0, c.to_numpy().astype("datetime64[ns]").astype("int64")[None, :])
-        hi = np.minimum(t1, s.to_numpy().astype("datetime64[ns]").astype("int64")[None, :])
+        lo = np.maximum(t0, pd.DatetimeIndex(c).as_unit("ns").asi8[None, :])
+        hi = np.minimum(t1, pd.DatetimeIndex(s).as_unit("ns").asi8[None, :])
         frac = np.clip(hi - lo, 0, None) / step.value
         rows.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": frac @ g}))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=LONG_COLUMNS)

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -40,31 +41,97 @@ class Decision:
     ignored: int = 0                 # unknown node names
     mix_source: str = ""
     ts: float = field(default_factory=time.time)
+    values: dict[str, np.ndarray] = field(default_factory=dict)
+    rescore: Callable[[], dict[str, ComponentResult]] | None = None
 
     def explain(self, limit: int | None = None) -> dict[str, Any]:
         order = np.argsort(-self.total, kind="stable")
         if limit is not None:
             order = order[:limit]
+        results = self.results or (self.rescore() if self.rescore else {})
+        values = self.values or {n: r.value for n, r in results.items()}
         nodes = []
         for j in order:
             name = self.names[j]
             nodes.append({
                 "node": name, "score": int(self.scores[j]), "total": round(float(self.total[j]), 4),
                 "rejected": self.failed.get(name) or self.unresolvable.get(name),
-                "components": {c: {"value": round(float(r.value[j]), 4),
-                                   "weight": self.weights.get(c, 0.0), "reason": r.reason(int(j))}
-                               for c, r in self.results.items()},
+                "components": {c: {"value": round(float(values[c][j]), 4),
+                                   "weight": self.weights.get(c, 0.0),
+                                   "reason": results[c].reason(int(j)) if c in results else ""}
+                               for c in values},
             })
         return {"pod": self.pod.key, "uid": self.pod.uid, "time": self.ts,
                 "fallback": self.fallback, "unknown_nodes_ignored": self.ignored,
                 "nodes": nodes}
 
 
+LOCAL = ("memory_fit", "colocation", "fragmentation", "health", "packing")  # row-local values
+CAPACITY = "capacity"  # pseudo-component: a GPU share no GPU of the node can take
+
+
+class _RowCache:
+    """Per pod class: component values for every state row, valid while the row is unchanged.
+
+    The scheduler asks about the same thousands of nodes pod after pod, while a binding
+    changes one node: rows whose `row_version` moved are rescored, the rest are gathered.
+    """
+
+    def __init__(self, n_rows: int) -> None:
+        self.computed = np.full(n_rows, -1, np.int64)
+        self.values: dict[str, np.ndarray] = {}
+        self.violated: dict[str, np.ndarray] = {}
+        self.messages: dict[str, np.ndarray] = {}  # (N,) object: reason where violated
+        self.unresolvable: dict[str, bool] = {}
+        self.informative: dict[str, bool] = {}
+
+    def store(self, name: str, rows: np.ndarray, res: ComponentResult, n_rows: int) -> None:
+        if name not in self.values:
+            self.values[name] = np.zeros(n_rows)
+            self.violated[name] = np.zeros(n_rows, bool)
+            self.messages[name] = np.full(n_rows, None, dtype=object)
+            self.informative[name] = False
+        self.values[name][rows] = res.raw if res.raw is not None else res.value
+        self.informative[name] |= res.informative
+        self.unresolvable[name] = res.unresolvable
+        viol = res.violation if res.violation is not None and res.violation_reason else None
+        self.violated[name][rows] = False if viol is None else viol
+        if viol is not None:
+            for j in np.flatnonzero(viol).tolist():
+                self.messages[name][rows[j]] = res.violation_reason(j)  # type: ignore[misc]
+
+
 class Scorer:
     def __init__(self, state: ClusterState, providers: ProviderSet, cfg: dict[str, Any]) -> None:
         self.state, self.providers, self.cfg = state, providers, cfg
         self.components = [c() for c in ALL]
+        self.use_row_cache = bool(cfg.get("row_cache", True))
         self._last: tuple[Any, ...] | None = None  # filter then prioritize of one pod: one pass
+        self._caches: OrderedDict[tuple, _RowCache] = OrderedDict()
+        self._mix: dict[tuple[int, int], float] = {}
+        self._mix_version = 0
+
+    def _frozen_mix(self) -> dict[tuple[int, int], float]:
+        """The seen-shape mix, refrozen when it drifts by 1% or gains a shape, so cached
+        fragmentation values stay valid between refreezes."""
+        seen = self.state.shape_counts
+        total, old = sum(seen.values()), sum(self._mix.values())
+        if seen.keys() != self._mix.keys() or abs(total - old) > 0.01 * max(old, 1):
+            self._mix = dict(seen)
+            self._mix_version += 1
+        return self._mix
+
+    def _safe(self, comp: Any, ctx: Context) -> ComponentResult:
+        try:
+            return comp.score(ctx)
+        except Exception as exc:  # noqa: BLE001 - a model crash must not block scheduling
+            metrics.COMPONENT_ERRORS.labels(comp.name).inc()
+            log.warning("score component %s failed: %s", comp.name, exc)
+            return constant(ctx, 0.5, f"component error ({type(exc).__name__}): scored neutral")
+
+    def _active(self, weights: dict[str, float]) -> list[Any]:
+        return [c for c in self.components
+                if weights.get(c.name, 0.0) > 0 or c.name in ALWAYS_RUN]
 
     def decide(self, pod: PodRequest, names: list[str]) -> Decision:
         fallback = self.providers.fallback
@@ -72,38 +139,102 @@ class Scorer:
         weights = dict(self.cfg["fallback_weights" if fallback else "weights"])
         with self.state.lock:
             self.state.observe_shape(pod)
+            mix = self._frozen_mix()
             rows, known = self.state.rows(names)
-            key = (pod, self.state.version, self.providers.version, fallback)
+            key = (pod, self.state.version, self.providers.version, fallback, self._mix_version)
             last = self._last
             if last is not None and last[0] == key and last[1] is known:
                 return last[2]  # same pod, same nodes, nothing changed since: same decision
-            ctx = Context(self.state, rows, pod, self.providers, self.cfg)
-            results: dict[str, ComponentResult] = {}
-            for comp in self.components:
-                if weights.get(comp.name, 0.0) <= 0 and comp.name not in ALWAYS_RUN:
-                    continue
-                try:
-                    results[comp.name] = comp.score(ctx)
-                except Exception as exc:  # noqa: BLE001 - a model crash must not block scheduling
-                    metrics.COMPONENT_ERRORS.labels(comp.name).inc()
-                    log.warning("score component %s failed: %s", comp.name, exc)
-                    msg = f"component error ({type(exc).__name__}): scored neutral"
-                    results[comp.name] = constant(ctx, 0.5, msg)
+            ctx = Context(self.state, rows, pod, self.providers, self.cfg, mix_counts=mix)
+            active = self._active(weights)
+            if self.use_row_cache:
+                values, informative, failed, unres = self._cached(ctx, pod, fallback, active, known)
+                results: dict[str, ComponentResult] = {}
+            else:
+                results = {c.name: self._safe(c, ctx) for c in active}
+                values = {n: r.value for n, r in results.items()}
+                informative = {n: r.informative for n, r in results.items()}
+                failed, unres = self._violations(ctx, results, known)
             total = np.zeros(len(rows))
             wsum = 0.0
-            for name, res in results.items():
+            for name, value in values.items():
                 w = float(weights.get(name, 0.0))
-                if w > 0 and res.informative:  # constants would only squeeze the 0-10 range
-                    total += w * res.value
+                if w > 0 and informative[name]:  # constants would only squeeze the 0-10 range
+                    total += w * value
                     wsum += w
             total = total / wsum if wsum > 0 else np.full(len(rows), 0.5)
-            failed, unres = self._violations(ctx, results, known)
-            mix = ctx.cache.get("shape_mix", (None, ""))[1]
         scores = np.clip(np.rint(10.0 * total), 0, 10).astype(int)
+        src = "forecast mix" if self.providers.fresh("demand") is not None else \
+            f"mix of {int(sum(mix.values()))} pods seen"
         d = Decision(pod, known, rows, fallback, weights, results, total, scores, failed, unres,
-                     len(names) - len(known), mix)
+                     len(names) - len(known), src, values=values,
+                     rescore=lambda: self._rescore(pod, rows, mix, active))
         self._last = (key, known, d)
         return d
+
+    def _rescore(self, pod: PodRequest, rows: np.ndarray, mix: dict, active: list[Any]
+                 ) -> dict[str, ComponentResult]:
+        """Reasons for an explanation, computed when asked (current state, same nodes)."""
+        with self.state.lock:
+            ctx = Context(self.state, rows, pod, self.providers, self.cfg, mix_counts=mix)
+            return {c.name: self._safe(c, ctx) for c in active}
+
+    def _cached(self, ctx: Context, pod: PodRequest, fallback: bool, active: list[Any],
+                known: list[str]) -> tuple[dict, dict, dict[str, str], dict[str, str]]:
+        st, rows = self.state, ctx.rows
+        modelled = self.providers.fresh("interference") is not None or \
+            self.providers.fresh("fingerprint") is not None
+        klass = (pod.gpus, pod.milli, pod.gpu_memory_mib, pod.workload if modelled else "",
+                 pod.slo_min_speed if modelled else 0.0, fallback, self.providers.version,
+                 self._mix_version, len(st.gpu_count), tuple(c.name for c in active))
+        cache = self._caches.get(klass)
+        if cache is None:
+            cache = self._caches[klass] = _RowCache(len(st.gpu_count))
+            while len(self._caches) > 64:
+                self._caches.popitem(last=False)
+        self._caches.move_to_end(klass)
+        stale = st.row_version[rows] != cache.computed[rows]
+        local = [c for c in active if c.name in LOCAL]
+        if stale.any():
+            drows = np.unique(rows[stale])
+            sub = Context(st, drows, pod, self.providers, self.cfg, cache=ctx.cache.copy(),
+                          mix_counts=ctx.mix_counts)
+            for comp in local:
+                cache.store(comp.name, drows, self._safe(comp, sub), len(st.gpu_count))
+            cap = None
+            if pod.fractional or pod.milli < 0:  # kube-scheduler cannot see GPU shares
+                cap = ~sub.fits.any(axis=1)
+            need = sub.need
+            cache.store(CAPACITY, drows, ComponentResult(
+                np.ones(len(drows)), lambda j: "", cap,
+                lambda j: f"no GPU with {need[j]:.0f} milli-GPU free", informative=False),
+                len(st.gpu_count))
+            cache.computed[drows] = st.row_version[drows]
+        values = {c.name: cache.values[c.name][rows] for c in local}
+        informative = {c.name: cache.informative[c.name] for c in local}
+        if "fragmentation" in values:
+            from scheduler_hook.scores.fragmentation import values_from_increase
+
+            if pod.gpus:
+                values["fragmentation"] = values_from_increase(values["fragmentation"])
+        for comp in active:
+            if comp.name not in LOCAL:  # depend on the whole cluster or on time: always fresh
+                res = self._safe(comp, ctx)
+                values[comp.name], informative[comp.name] = res.value, res.informative
+        failed: dict[str, str] = {}
+        unres: dict[str, str] = {}
+        known_arr: np.ndarray | None = None
+        for name in [c.name for c in local] + [CAPACITY]:
+            viol = cache.violated[name][rows]
+            if viol.any():
+                if known_arr is None:
+                    known_arr = np.array(known, dtype=object)
+                target = unres if cache.unresolvable[name] else failed
+                for n, m in zip(known_arr[viol].tolist(), cache.messages[name][rows[viol]].tolist()):
+                    target.setdefault(n, m)
+        for n in [n for n in failed if n in unres] if unres else ():
+            del failed[n]
+        return values, informative, failed, unres
 
     @staticmethod
     def _violations(ctx: Context, results: dict[str, ComponentResult],

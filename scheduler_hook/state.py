@@ -98,6 +98,7 @@ class ClusterState:
         self._free_rows: list[int] = []
         self._rows_cache: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self.index_version = 0  # bumped whenever a row changes owner (node added/removed)
+        self._row_clock = 0     # row_version[r] = clock value of row r's last change
         self._alloc(64, max_gpus, max_residents)
 
     # ---- storage -------------------------------------------------------------------------
@@ -111,6 +112,7 @@ class ClusterState:
             "free_milli": np.zeros((rows, gpus)), "gpu_exists": np.zeros((rows, gpus), bool),
             "fb_decl": np.zeros((rows, gpus)), "usable": np.zeros((rows, gpus), bool),
             "gpu_health": np.zeros((rows, gpus)), "free_key": np.zeros(rows, np.int64),
+            "row_version": np.zeros(rows, np.int64),
             "drained": np.zeros((rows, gpus), bool), "xid_fatal": np.zeros((rows, gpus), bool),
             "ecc_dbe": np.zeros((rows, gpus)), "ecc_sbe": np.zeros((rows, gpus)),
             "throttle": np.zeros((rows, gpus)),
@@ -164,6 +166,8 @@ class ClusterState:
             if row is not None:
                 self._rows_cache.clear()
                 self.index_version += 1
+                self._row_clock += 1
+                self.row_version[row] = self._row_clock
                 self.live[row] = False
                 self.names[row] = ""
                 self._free_rows.append(row)
@@ -207,9 +211,10 @@ class ClusterState:
             keep_shapes = (self.shape_counts.copy(), set(self._shape_seen))
             g, k = self.free_milli.shape[1], self.res_code.shape[1]
             fresh = ClusterState(max_gpus=g, max_residents=k)
-            lock, ready, version = self.lock, self.ready, self.version
+            lock, ready, version, clock = self.lock, self.ready, self.version, self._row_clock
             self.__dict__.update(fresh.__dict__)
             self.lock, self.ready, self.version = lock, ready, version + 1
+            self._row_clock = clock + 1  # never reuse a clock value: caches key on it
             self.shape_counts, self._shape_seen = keep_shapes
             for n in nodes:
                 self.upsert_node(n)
@@ -245,6 +250,8 @@ class ClusterState:
         if info is None:
             return  # pods on a node we have not seen yet: recomputed when the node arrives
         r = self._row_for(name)
+        self._row_clock += 1
+        self.row_version[r] = self._row_clock
         g = info.gpu_count
         self.live[r], self.schedulable[r] = True, info.schedulable
         self.gpu_count[r], self.gpu_mem[r] = g, info.gpu_mem_mib

@@ -239,3 +239,21 @@ def test_each_decision_logs_one_structured_line(caplog):
     rec = json.loads(lines[0])
     assert rec["verb"] == "prioritize" and rec["pod"] == "default/gpu-pod-1"
     assert rec["nodes"] == 2 and rec["best"] == "gpu-node-2" and rec["fallback"] is True
+
+
+def test_healthz_answers_before_state_is_ready_and_readyz_says_why():
+    from test_scores import Fingerprints, Interference
+
+    st = ClusterState()  # nothing listed yet
+    prov = ProviderSet()
+    hook = ExtenderHook(st, prov, load_config())
+    with Served(hook) as client:
+        assert client.get("/healthz").status_code == 200
+        r = client.get("/readyz")
+        assert r.status_code == 503 and r.json()["ready"] is False
+        st.ready = True
+        prov.set("interference", Interference({}))
+        prov.set("fingerprint", Fingerprints({}))
+        r = client.get("/readyz")
+        assert r.status_code == 200 and r.json()["scoring"] == "model-based"
+        assert "foresight_extender_fallback 0.0" in client.get("/metrics").text

@@ -27,6 +27,7 @@ class Context:
     providers: ProviderSet
     cfg: dict[str, Any]
     cache: dict[str, Any] = field(default_factory=dict)
+    mix_counts: dict[tuple[int, int], float] | None = None  # shapes seen, as the scorer froze them
 
     @property
     def n(self) -> int:
@@ -89,6 +90,7 @@ class ComponentResult:
     violation_reason: Callable[[int], str] | None = None
     unresolvable: bool = False              # preemption cannot fix it
     informative: bool = True                # False: same value everywhere, left out of the mean
+    raw: np.ndarray | None = None           # row-local quantity `value` is normalized from
 
 
 class Component(Protocol):

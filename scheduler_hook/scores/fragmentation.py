@@ -21,7 +21,8 @@ def shape_mix(ctx: Context) -> tuple[ShapeMix, str]:
         counts = {k: float(v) for k, v in model.shape_mix().items()}
         src = "forecast mix"
     else:
-        counts = {k: float(v) for k, v in ctx.state.shape_counts.items()}
+        seen = ctx.mix_counts if ctx.mix_counts is not None else ctx.state.shape_counts
+        counts = {k: float(v) for k, v in seen.items()}
         src = f"mix of {int(sum(counts.values()))} pods seen"
     keep = int(ctx.cfg.get("fragmentation", {}).get("max_shapes", 32))
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:keep]
@@ -67,6 +68,16 @@ def best_increase(ctx: Context) -> np.ndarray:
     return best
 
 
+def values_from_increase(best: np.ndarray) -> np.ndarray:
+    """1 where the increase is least among the candidates, 0 at the most and where no room."""
+    ok = np.isfinite(best)
+    if not ok.any():
+        return np.zeros(len(best))
+    lo, hi = best[ok].min(), best[ok].max()
+    value = np.where(ok, 1.0 - (best - lo) / (hi - lo) if hi > lo else 1.0, 0.0)
+    return np.clip(value, 0.0, 1.0)
+
+
 class Fragmentation:
     name = "fragmentation"
 
@@ -76,11 +87,8 @@ class Fragmentation:
         mix, src = shape_mix(ctx)
         best = best_increase(ctx)
         ok = np.isfinite(best)
-        if not ok.any():
-            return constant(ctx, 0.0, "no GPU can take the pod")
-        lo, hi = best[ok].min(), best[ok].max()
-        value = np.where(ok, 1.0 - (best - lo) / (hi - lo) if hi > lo else 1.0, 0.0)
-        value = np.clip(value, 0.0, 1.0)
+        value = values_from_increase(best)
+        lo = best[ok].min() if ok.any() else np.inf
 
         def reason(j: int) -> str:
             if not ok[j]:
@@ -88,4 +96,4 @@ class Fragmentation:
             return (f"expected fragmentation +{best[j]:.0f} milli-GPU (best candidate "
                     f"+{lo:.0f}) against the {src}, {len(mix)} shapes")
 
-        return ComponentResult(value, reason)
+        return ComponentResult(value, reason, raw=best)

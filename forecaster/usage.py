@@ -1,0 +1,174 @@
+"""Short-horizon usage forecaster: mean SM activity / framebuffer / power of a running pod over
+the next `horizon` bins, from its recent samples (a global LightGBM over all pods).
+
+No-leakage rule (identical to the demand forecaster's): a forecast at origin `t` uses only bins
+with `ds < t`; its target is `agg(y[t <= ds < t + H])` (`agg="mean"`: usage is a level).
+
+Why it can beat "mean of the last horizon": jobs move between phases whose levels are known
+from their own history (steady-compute level = the running max; an evaluation or a stall is a
+dip that ends). So the features describe the pod's current phase relative to its own levels:
+recent means vs. the long-run max, how long the current level has lasted, how long since the
+pod was last at its compute level. The model predicts the change from the mean of the last
+horizon, in units of the series' running max (one model serves every pod and metric scale).
+Quantiles p10/p90: split-conformal on a validation tail of the training window.
+Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+
+SCHEMA_VERSION = 1
+WINDOWS = (3, 5, 10, 30, 60)
+
+
+def _series_features(y: np.ndarray, H: int) -> tuple[pd.DataFrame, np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+    """Feature rows for every origin i of one series (history y[:i]), target, base, scale."""
+    n = len(y)
+    s = pd.Series(y)
+    prev = s.shift(1)  # row i sees y[i-1] and earlier only
+    scale = np.maximum(prev.expanding().max().to_numpy(), 1e-6)
+    f = {"age": np.arange(n, dtype=float)}
+    for k in (1, 2, 3):
+        f[f"lag{k}"] = s.shift(k).to_numpy() / scale
+    for w in WINDOWS + (H,):
+        f[f"mean{w}"] = prev.rolling(w, min_periods=1).mean().to_numpy() / scale
+    f["std10"] = prev.rolling(10, min_periods=2).std().to_numpy() / scale
+    f["max60"] = prev.rolling(60, min_periods=1).max().to_numpy() / scale
+    f["min60"] = prev.rolling(60, min_periods=1).min().to_numpy() / scale
+    f["mean_all"] = prev.expanding().mean().to_numpy() / scale
+    high = (prev.to_numpy() >= 0.8 * scale).astype(float)
+    f["high_share60"] = pd.Series(high).rolling(60, min_periods=1).mean().to_numpy()
+    # bins since the pod was last near its compute level, and run length of the current level
+    idx = np.arange(n, dtype=float)
+    last_high = pd.Series(np.where(high > 0, idx, np.nan)).ffill().to_numpy()
+    f["since_high"] = np.nan_to_num(idx - last_high, nan=idx)
+    lag1 = f["lag1"]
+    change = np.r_[True, np.abs(np.diff(np.nan_to_num(lag1))) > 0.1]
+    start = pd.Series(np.where(change, idx, np.nan)).ffill().to_numpy()
+    f["run_len"] = idx - start
+    base = f[f"mean{H}"] * scale
+    fut = s[::-1].rolling(H, min_periods=H).mean()[::-1].to_numpy()  # mean of y[i:i+H]
+    return pd.DataFrame(f), fut, base, scale
+
+
+class UsageForecaster:
+    """fit(long df) on regular bins; predict_origins(df, start) for a backtest."""
+
+    def __init__(self, horizon: int = 10, val_frac: float = 0.2, coverage: float = 0.8,
+                 n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 31,
+                 min_child_samples: int = 50, ses_grid: tuple[float, ...] = (
+                     0.05, 0.1, 0.2, 0.3, 0.5, 0.8), seed: int = 0, n_jobs: int = 1) -> None:
+        self.horizon = horizon
+        self.val_frac = val_frac
+        self.coverage = coverage
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.num_leaves = num_leaves
+        self.min_child_samples = min_child_samples
+        self.ses_grid = ses_grid
+        self.seed = seed
+        self.n_jobs = n_jobs
+
+    def design(self, df: pd.DataFrame) -> dict:
+        """Rows for every (series, origin); `y_true` NaN where the horizon runs past the data."""
+        H = self.horizon
+        parts, ids, origins, ys, bases, scales, ses = [], [], [], [], [], [], {a: [] for a in
+                                                                           self.ses_grid}
+        lasts = []
+        for uid, g in df.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=False):
+            y = g["y"].to_numpy(dtype=float)
+            X, fut, base, scale = _series_features(y, H)
+            parts.append(X)
+            ids.append(np.full(len(y), uid, dtype=object))
+            origins.append(g["ds"].to_numpy())
+            ys.append(fut), bases.append(base), scales.append(scale)
+            prev = pd.Series(y).shift(1)
+            lasts.append(prev.to_numpy())
+            for a in self.ses_grid:
+                ses[a].append(prev.ewm(alpha=a, adjust=False).mean().to_numpy())
+        return {"X": pd.concat(parts, ignore_index=True), "ids": np.concatenate(ids),
+                "origins": np.concatenate(origins), "y_true": np.concatenate(ys),
+                "mean_last_h": np.concatenate(bases), "scale": np.concatenate(scales),
+                "last_value": np.concatenate(lasts),
+                "ses": {a: np.concatenate(v) for a, v in ses.items()}}
+
+    def _lgb(self) -> lgb.LGBMRegressor:
+        return lgb.LGBMRegressor(objective="l1", n_estimators=self.n_estimators,
+                                 learning_rate=self.learning_rate, num_leaves=self.num_leaves,
+                                 min_child_samples=self.min_child_samples, subsample=0.8,
+                                 subsample_freq=1, colsample_bytree=0.8,
+                                 random_state=self.seed, n_jobs=self.n_jobs, verbose=-1)
+
+    def fit(self, df: pd.DataFrame) -> "UsageForecaster":
+        """Train on every origin of `df` (the training data) whose horizon is complete."""
+        d = self.design(df)
+        ok = np.isfinite(d["y_true"]) & np.isfinite(d["mean_last_h"]) & (d["X"]["age"] >= 1)
+        if ok.sum() < 100:
+            raise ValueError("not enough training origins (need >= 100 with a full horizon)")
+        target = (d["y_true"] - d["mean_last_h"]) / d["scale"]
+        t = pd.to_datetime(d["origins"], utc=True)
+        cut = t[ok].sort_values()[int(len(t[ok]) * (1 - self.val_frac))]
+        fit_rows, val_rows = ok & (t < cut), ok & (t >= cut)
+        m = self._lgb().fit(d["X"][fit_rows], target[fit_rows])
+        pv = d["mean_last_h"][val_rows] + m.predict(d["X"][val_rows]) * d["scale"][val_rows]
+        z = (d["y_true"][val_rows] - pv) / d["scale"][val_rows]
+        a = (1 - self.coverage) / 2
+        self.q_lo_, self.q_hi_ = float(np.quantile(z, a)), float(np.quantile(z, 1 - a))
+        # SES baseline: its smoothing constant is chosen on the training data too
+        maes = {al: float(np.nanmean(np.abs(d["y_true"][ok] - d["ses"][al][ok])))
+                for al in self.ses_grid}
+        self.ses_alpha_ = min(maes, key=maes.get)
+        self.features_ = list(d["X"].columns)
+        self.model_ = self._lgb().fit(d["X"][ok], target[ok])
+        return self
+
+    def predict_origins(self, df: pd.DataFrame, start) -> pd.DataFrame:
+        """Forecast + baselines at every origin >= start with a complete horizon in `df`."""
+        d = self.design(df)
+        t = pd.to_datetime(d["origins"], utc=True)
+        rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) &
+                          np.isfinite(d["mean_last_h"]))
+        s = d["scale"][rows]
+        p50 = d["mean_last_h"][rows] + self.model_.predict(d["X"].loc[rows, self.features_]) * s
+        p50 = np.maximum(p50, 0.0)
+        return pd.DataFrame({
+            "unique_id": d["ids"][rows], "origin": d["origins"][rows],
+            "y_true": d["y_true"][rows], "p10": np.maximum(p50 + self.q_lo_ * s, 0.0),
+            "p50": p50, "p90": np.maximum(p50 + self.q_hi_ * s, p50),
+            "last_value": d["last_value"][rows], "mean_last_h": d["mean_last_h"][rows],
+            "ses": d["ses"][self.ses_alpha_][rows]})
+
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        (p / "model.txt").write_text(self.model_.booster_.model_to_string())
+        (p / "manifest.json").write_text(json.dumps({
+            "schema_version": SCHEMA_VERSION, "horizon": self.horizon,
+            "features": self.features_, "q_lo": self.q_lo_, "q_hi": self.q_hi_,
+            "ses_alpha": self.ses_alpha_, "ses_grid": list(self.ses_grid)}, indent=1))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "UsageForecaster":
+        p = Path(path)
+        man = json.loads((p / "manifest.json").read_text())
+        if man.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"usage model schema_version {man.get('schema_version')!r}")
+        m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]))
+        m.features_, m.q_lo_, m.q_hi_ = man["features"], man["q_lo"], man["q_hi"]
+        m.ses_alpha_ = man["ses_alpha"]
+        m.model_ = _Booster(lgb.Booster(model_file=str(p / "model.txt")))
+        return m
+
+
+class _Booster:
+    def __init__(self, booster: lgb.Booster) -> None:
+        self.booster = booster
+
+    def predict(self, X: pd.DataFrame) -> np.ndarray:
+        return self.booster.predict(X)

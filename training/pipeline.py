@@ -35,7 +35,7 @@ class TrainConfig:
     tolerance: float = 0.0
     kinds: tuple[str, ...] = KINDS
     n_estimators: int = 200
-    threads: int = 2
+    threads: int = 1
     seed: int = 0
     demand_freq: str = "30min"
     demand_horizon: int = 4

@@ -78,7 +78,7 @@ def register(app: typer.Typer) -> None:
                                         help="Publish when not worse than in service by more than this (relative)."),
         kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma-separated kinds (default: all wired)."),
         n_estimators: int = typer.Option(200, "--n-estimators", help="Boosting rounds per LightGBM model."),
-        threads: int = typer.Option(2, "--threads", help="LightGBM threads."),
+        threads: int = typer.Option(1, "--threads", help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
         out: str = typer.Option("foresight-train-report", "--out", help="Where report.html and metrics.json go."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
         dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",

@@ -69,6 +69,9 @@ class Slot:
 
 @dataclass
 class ProviderSet:
+    """The providers in service. Scores are cached per `version`: replace a provider through
+    `set` (a new object or a reloaded one) rather than mutating it in place."""
+
     slots: dict[str, Slot] = field(default_factory=lambda: {s: Slot() for s in ALL_SLOTS})
     version: int = 0
 

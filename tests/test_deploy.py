@@ -16,9 +16,12 @@ API_VERSIONS = {"Namespace": "v1", "ServiceAccount": "v1", "ConfigMap": "v1", "S
                 "KubeSchedulerConfiguration": "kubescheduler.config.k8s.io/v1"}
 
 
+MINE = ("kube-scheduler-config.yaml", "scheduler.yaml", "extender.yaml")  # the extender's part
+
+
 def docs() -> list[dict]:
     out = []
-    for f in sorted(DEPLOY.glob("*.yaml")):
+    for f in (DEPLOY / name for name in MINE):
         out += [d for d in yaml.safe_load_all(f.read_text()) if d]
     return out
 

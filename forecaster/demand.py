@@ -136,6 +136,15 @@ class DemandForecaster:
         X["persistence"] = pers
         X["diff1"] = X["lag1"] - X["lag2"]
         X["dev_day"] = X["lag1"] - X[f"rolling_mean_lag1_window_size{day}"]
+        # Daily profile: mean of the same horizon window over the previous 7 days (a smoother
+        # seasonal level than one day's window). Window k days back ends before t when H <= day.
+        if H <= day:
+            ys = d.groupby("unique_id", sort=False)["y"]
+            fwd = ys.transform(lambda s: s.rolling(H, min_periods=H).mean().shift(-(H - 1)))
+            fg = fwd.groupby(d["unique_id"], sort=False)
+            stack = np.column_stack([fg.shift(k * day).to_numpy() for k in range(1, 8)])
+            n = np.isfinite(stack).sum(1)
+            X["profile_7d"] = np.where(n > 0, np.nansum(stack, 1) / np.maximum(n, 1), np.nan)
         # Local scale: recent mean |bin-to-bin change|, floored by the series' long-run one.
         g = d.groupby("unique_id", sort=False)["y"]
         # Shift within each series: a plain shift would hand one queue's last bin to the next.

@@ -56,20 +56,24 @@ def main() -> None:
         columns=["a_speed", "b_speed"])
     rows = []
     for threads in args.threads:
-        fits, model = [], None
+        fits, fit_cpu, model = [], [], None
         for _ in range(args.runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model = InterferenceModel(n_threads=threads).fit(train)
             fits.append(time.perf_counter() - t0)
+            fit_cpu.append(time.process_time() - c0)
         model.predict(test)  # warm-up
-        preds = []
+        preds, pred_cpu = [], []
         for _ in range(args.predict_runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             model.predict(test)
             preds.append(time.perf_counter() - t0)
-        fit_s, pred_ms = statistics.median(fits), 1000 * statistics.median(preds)
-        rows.append(f"| {threads} | {fit_s:.2f} s | {'PASS' if fit_s < 10 else 'FAIL'} | "
-                    f"{pred_ms:.1f} ms | {'PASS' if pred_ms < 50 else 'FAIL'} | "
+            pred_cpu.append(time.process_time() - c0)
+        med = statistics.median
+        fit_s, pred_ms = med(fits), 1000 * med(preds)
+        rows.append(f"| {threads} | {fit_s:.2f} s | {med(fit_cpu):.2f} s | "
+                    f"{'PASS' if fit_s < 10 else 'FAIL'} | {pred_ms:.1f} ms | "
+                    f"{1000 * med(pred_cpu):.1f} ms | {'PASS' if pred_ms < 50 else 'FAIL'} | "
                     f"{', '.join(f'{v:.2f}' for v in fits)} |")
         print(rows[-1], flush=True)
     load = os.getloadavg()
@@ -85,8 +89,11 @@ def main() -> None:
         "out-of-fold identity encodings, point model, conformal p10 model); predict = the whole "
         f"`predict` on a DataFrame. Medians over {args.runs} fits and {args.predict_runs} "
         "predicts.", "",
-        "| LightGBM threads | fit 10k pairs (median) | < 10 s | predict 1k pairs (median) | "
-        "< 50 ms | fit runs |", "|---|---|---|---|---|---|", *rows])
+        "PASS/FAIL judge the wall-clock medians; CPU time (process time, all threads) is shown "
+        "because on a shared, oversubscribed machine wall time mostly measures the other jobs.",
+        "", "| LightGBM threads | fit 10k pairs, wall | fit, CPU | < 10 s | predict 1k pairs, "
+        "wall | predict, CPU | < 50 ms | fit runs (wall s) |", "|---|---|---|---|---|---|---|---|",
+        *rows])
     Path(args.out).write_text(text + "\n")
     print("wrote", args.out)
 

@@ -66,6 +66,9 @@ def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
     for col in NUMERIC_COLUMNS + TARGET_COLUMNS:
         if col not in out.columns:
             continue
+        if pd.api.types.is_numeric_dtype(out[col]) and not pd.api.types.is_bool_dtype(out[col]):
+            out[col] = out[col].astype("float64")  # fast path: nothing to parse
+            continue
         num = pd.to_numeric(out[col], errors="coerce")
         bad = num.isna() & out[col].notna()
         if bad.any():
@@ -75,7 +78,7 @@ def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
         out[col] = num.astype("float64")
     for col in IDENTITY_COLUMNS + CONTEXT_COLUMNS:
         if col in out.columns:
-            out[col] = out[col].astype("string").fillna("")
+            out[col] = out[col].fillna("").astype(str)
     if "sharing" in out.columns:
         odd = set(out["sharing"].unique()) - SHARING_VALUES - {""}
         if odd:

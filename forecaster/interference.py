@@ -131,6 +131,7 @@ class InterferenceModel:
                                    self.side_features_)
         params = {"learning_rate": self.learning_rate, "num_leaves": self.num_leaves,
                   "min_data_in_leaf": self.min_child_samples, "feature_fraction": 0.9,
+                  "max_bin": 63,  # coarser histograms: ~2x faster, speeds need no finer cuts
                   "num_threads": self.n_threads, "seed": self.seed, "verbosity": -1,
                   "deterministic": True, **extra}
         if extra.get("objective") != "quantile":
@@ -153,7 +154,7 @@ class InterferenceModel:
         for c in self.feature_names_:
             if c not in X:
                 X[c] = np.nan
-        X = X[self.feature_names_]
+        X = X[self.feature_names_].to_numpy(dtype=np.float64)  # skips pandas conversion
         point = np.clip(self.point_.predict(X, num_threads=self.n_threads), 0.01, 2.0)
         low = np.clip(self.p10_.predict(X, num_threads=self.n_threads) - self.offset_, 0.0, 2.0)
         low = np.minimum(low, point)

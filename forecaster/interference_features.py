@@ -25,23 +25,25 @@ def directed(pairs: pd.DataFrame) -> pd.DataFrame:
     sharing, and y when the targets are present.
     """
     n = len(pairs)
-    out = []
+    cols: dict[str, list[np.ndarray]] = {}
     for me, other in (("a", "b"), ("b", "a")):
-        d = pd.DataFrame({"pair_id": np.arange(n).astype(str)})
+        d: dict[str, np.ndarray] = {"pair_id": np.arange(n).astype(str)}
         for role, side in (("self", me), ("partner", other)):
             wl = f"{side}_workload"
-            d[f"{role}_workload"] = (pairs[wl].astype(str).to_numpy() if wl in pairs
-                                     else np.full(n, ""))
+            d[f"{role}_workload"] = (pairs[wl].astype(str).to_numpy(dtype=object) if wl in pairs
+                                     else np.full(n, "", dtype=object))
             for f in SIDE_FEATURES:
                 col = f"{side}_{f}"
                 if col in pairs:
                     d[f"{role}_{f}"] = pairs[col].to_numpy(dtype=float)
         for c in ("gpu_model", "sharing"):
             if c in pairs:
-                d[c] = pairs[c].astype(str).to_numpy()
+                d[c] = pairs[c].astype(str).to_numpy(dtype=object)
         if f"{me}_speed" in pairs:
             d["y"] = pairs[f"{me}_speed"].to_numpy(dtype=float)
-        out.append(d)
+        for k, v in d.items():  # built as arrays: column-wise DataFrame inserts are slow
+            cols.setdefault(k, []).append(v)
+    out = [pd.DataFrame({k: np.concatenate(v) for k, v in cols.items()})]
     res = pd.concat(out, ignore_index=True)
     if "a_workload" in pairs and "b_workload" in pairs:
         # Identify an unordered pair by its workloads too, so repeated measurements of the

@@ -54,8 +54,9 @@ class IdentityEncoder:
 
     def _fit_mf(self, s: np.ndarray, p: np.ndarray, r: np.ndarray) -> None:
         # Alternating ridge updates: biases in closed form, then each factor vector.
-        ws, si = np.unique(s, return_inverse=True)
-        wp, pi = np.unique(p, return_inverse=True)
+        si, ws = pd.factorize(s)  # hash-based: sorting strings dominated the fit time
+        pi, wp = pd.factorize(p)
+        ws, wp = np.asarray(ws), np.asarray(wp)
         k, lam = self.rank, self.l2
         rng = np.random.default_rng(self.seed)
         U = rng.normal(0, 0.05, (len(ws), k))
@@ -84,21 +85,27 @@ class IdentityEncoder:
         self.u = {w: U[i].tolist() for i, w in enumerate(ws.tolist())}
         self.v = {w: V[i].tolist() for i, w in enumerate(wp.tolist())}
 
+    def _lookup(self, names: pd.Series, table: dict, fill: float) -> np.ndarray:
+        """Vectorized dict lookup: factorize the names once, then index an array."""
+        codes, uniq = pd.factorize(names.astype(str).to_numpy(dtype=object))
+        vals = np.array([table.get(w, fill) for w in uniq], dtype=float)
+        return vals[codes] if len(uniq) else np.full(len(names), fill)
+
     def transform(self, s: pd.Series, p: pd.Series) -> pd.DataFrame:
-        s = s.astype(str)
-        p = p.astype(str)
-        zero = [0.0] * self.rank
-        U = np.array([self.u.get(w, zero) for w in s]).reshape(len(s), self.rank)
-        V = np.array([self.v.get(w, zero) for w in p]).reshape(len(p), self.rank)
-        mf = (self.mu + s.map(self.b_self).fillna(0.0).to_numpy()
-              + p.map(self.b_partner).fillna(0.0).to_numpy() + np.einsum("ij,ij->i", U, V))
+        nan, k = float("nan"), self.rank
+        U = np.stack([self._lookup(s, {w: f[i] for w, f in self.u.items()}, 0.0)
+                      for i in range(k)], axis=1)
+        V = np.stack([self._lookup(p, {w: f[i] for w, f in self.v.items()}, 0.0)
+                      for i in range(k)], axis=1)
+        mf = (self.mu + self._lookup(s, self.b_self, 0.0) + self._lookup(p, self.b_partner, 0.0)
+              + np.einsum("ij,ij->i", U, V))
         return pd.DataFrame({
-            "id_self_sens": s.map(self.sens).astype(float).to_numpy(),
-            "id_self_aggr": s.map(self.aggr).astype(float).to_numpy(),
-            "id_partner_sens": p.map(self.sens).astype(float).to_numpy(),
-            "id_partner_aggr": p.map(self.aggr).astype(float).to_numpy(),
-            "id_self_n": s.map(self.count).fillna(0).astype(float).to_numpy(),
-            "id_partner_n": p.map(self.count).fillna(0).astype(float).to_numpy(),
+            "id_self_sens": self._lookup(s, self.sens, nan),
+            "id_self_aggr": self._lookup(s, self.aggr, nan),
+            "id_partner_sens": self._lookup(p, self.sens, nan),
+            "id_partner_aggr": self._lookup(p, self.aggr, nan),
+            "id_self_n": self._lookup(s, self.count, 0.0),
+            "id_partner_n": self._lookup(p, self.count, 0.0),
             "id_mf": mf,
         })
 

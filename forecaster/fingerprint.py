@@ -144,6 +144,7 @@ class FingerprintModel:
         per = [p for p in g["period_s"] if p is not None and p == p]
         n_per = int(sum(1 for s in g["step_s"] if s <= self.period_max_step_s))
         return {
+            "example_run": self._example(ws, lab, g),
             "runs": int(g["pod"].nunique()), "series": int(len(g)),
             "sample_step_s": round(float(np.median(steps)), 3),
             "phases": phases, "transitions": transitions,
@@ -153,6 +154,32 @@ class FingerprintModel:
                             else None, "max": float(peaks.max()) if len(peaks) else None,
                             "runs": int(len(peaks))},
         }
+
+    @staticmethod
+    def _example(ws: WideSeries, lab: list[np.ndarray], g: pd.DataFrame,
+                 points: int = 400) -> dict:
+        """The longest run, for `fingerprint show`: its phase segments and a block-averaged
+        copy (<= `points` points) of SM activity, framebuffer and power."""
+        k = int(g["samples"].idxmax())
+        t, v = ws.series(k)
+        rel = (t - t[0]) / 1e9
+        st = _runs(lab[k])
+        en = np.r_[st[1:], len(lab[k])]
+        step = float(np.median(np.diff(rel))) if len(rel) > 1 else 0.0
+        block = max(1, int(np.ceil(len(t) / points)))
+        n = len(t) // block * block or len(t)
+        series = {"t_s": [round(float(x), 1) for x in rel[:n:block]]}
+        for c in ("sm", "fb", "power"):
+            if c in ws.columns and n:
+                x = v[:n, ws.columns.index(c)]
+                x = x.reshape(-1, block).mean(1) if len(x) % block == 0 else x[::block]
+                series[c] = [round(float(y), 4) for y in np.nan_to_num(x)]
+        return {"namespace": str(g.loc[k, "namespace"]), "pod": str(g.loc[k, "pod"]),
+                "start": str(pd.Timestamp(int(t[0]), tz="UTC")) if len(t) else None,
+                "step_s": step,
+                "segments": [[str(lab[k][a]), round(float(rel[a]), 1),
+                              round(float((b - a) * step), 1)] for a, b in zip(st, en)],
+                "series": series}
 
     # ---- artifact -------------------------------------------------------------------------
     def to_dict(self) -> dict:

@@ -1,0 +1,125 @@
+"""`foresight fingerprint build | show | predict`: per-workload phase fingerprints."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.errors import ForesightError
+
+console = Console(highlight=False)
+
+
+def _load_fp(path: Path) -> dict:
+    if not path.is_file():
+        raise ForesightError(f"fingerprint file not found: {path}")
+    try:
+        doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ForesightError(f"{path}: not a fingerprint JSON ({exc})") from None
+    if not isinstance(doc, dict) or "workloads" not in doc or "schema_version" not in doc:
+        raise ForesightError(f"{path}: not a fingerprint JSON (no schema_version/workloads)")
+    return doc
+
+
+def build(data: Path = typer.Option(..., "--data", help="Directory of tables (foresight "
+                                    "simulate --out / foresight ingest)."),
+          out: Path = typer.Option(..., "--out", help="Fingerprint JSON to write."),
+          key: str = typer.Option("foresight.io/job-template", "--key", help="Comma-separated "
+                                  "pod labels that name a workload."),
+          method: str = typer.Option("cpd", "--method", help="cpd (ruptures) or hmm."),
+          predictor: Optional[Path] = typer.Option(None, "--predictor", help="Also fit the "
+                                                   "new-job predictor into this directory.")
+          ) -> None:
+    """Segment every (pod, GPU) series into phases and write one fingerprint per workload."""
+    from features.ingest import read_tables
+    from features.segments import wide_series
+    from forecaster.fingerprint import FingerprintModel, job_table, peak_runs
+
+    if method not in ("cpd", "hmm"):
+        raise ForesightError(f"bad --method {method!r}: use cpd or hmm")
+    tables = read_tables(data)
+    if "pods" not in tables:
+        raise ForesightError(f"{data} has no pods.parquet: the workload key needs the pods table")
+    lp = data / "pod_labels.parquet"
+    labels = pd.read_parquet(lp) if lp.exists() else None
+    ws = wide_series(tables["samples"])
+    if len(ws) == 0:
+        raise ForesightError(f"{data}: no GPU samples carry a pod label")
+    keys = tuple(k.strip() for k in key.split(",") if k.strip())
+    model = FingerprintModel(key=keys, method=method).fit(ws, tables["pods"], labels)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    t = Table(title=f"{len(model.fingerprints_)} workload fingerprints -> {out}")
+    for c in ("workload", "runs", "phases (time share %)", "peak FB p95 / max GiB", "period s"):
+        t.add_column(c)
+    for w, fp in model.fingerprints_.items():
+        ph = ", ".join(f"{p} {v['time_share'] * 100:.0f}" for p, v in
+                       sorted(fp["phases"].items(), key=lambda kv: -kv[1]["time_share"]))
+        pk = fp["peak_fb_mib"]
+        t.add_row(w, str(fp["runs"]), ph, f"{(pk['p95'] or 0) / 1024:.1f} / "
+                  f"{(pk['max'] or 0) / 1024:.1f}", str(fp["iteration_period_s"] or "none"))
+    console.print(t)
+    if predictor is not None:
+        from forecaster.fingerprint_predict import NewJobPredictor
+
+        runs = job_table(tables["pods"], labels, keys).merge(peak_runs(model.runs_),
+                                                               on=["namespace", "pod"])
+        try:
+            NewJobPredictor().fit(runs).save(predictor)
+        except ValueError as exc:
+            raise ForesightError(f"new-job predictor: {exc}") from None
+        console.print(f"new-job predictor fitted on {len(runs)} runs -> {predictor}")
+
+
+def show(workload: str = typer.Argument(..., help="Workload key as listed by build."),
+         fingerprint: Path = typer.Option(Path("fingerprints.json"), "--fingerprint",
+                                          help="Fingerprint JSON from build."),
+         out: Path = typer.Option(..., "--out", help="PNG to write.")) -> None:
+    """Plot a workload's phase timeline (longest run) and per-phase profile."""
+    from forecaster.fingerprint_plot import plot_fingerprint
+
+    doc = _load_fp(fingerprint)
+    if workload not in doc["workloads"]:
+        raise ForesightError(f"unknown workload {workload!r}; known: "
+                             f"{', '.join(sorted(doc['workloads']))}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    plot_fingerprint(workload, doc["workloads"][workload], out)
+    console.print(f"wrote {out}")
+
+
+def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory from build "
+                                           "--predictor."),
+            workload: str = typer.Option("", "--workload", help="Workload key, if known."),
+            image: str = typer.Option("", "--image"), namespace: str = typer.Option(
+                "", "--namespace"), queue: str = typer.Option("", "--queue"),
+            gpus: float = typer.Option(1.0, "--gpus", help="Requested GPUs."),
+            priority: int = typer.Option(0, "--priority")) -> None:
+    """Predicted workload and peak-framebuffer upper quantile of a job before it starts."""
+    from forecaster.fingerprint_predict import NewJobPredictor
+
+    if not (predictor / "manifest.json").is_file():
+        raise ForesightError(f"{predictor}: no manifest.json (run fingerprint build --predictor)")
+    try:
+        m = NewJobPredictor.load(predictor)
+    except (ValueError, KeyError, OSError) as exc:
+        raise ForesightError(f"{predictor}: cannot load the predictor ({exc})") from None
+    job = pd.DataFrame([{"workload": workload, "image": image, "namespace": namespace,
+                         "queue": queue, "gpu_request": gpus, "priority": priority}])
+    r = m.predict(job).iloc[0]
+    console.print(f"source={r['source']} workload={r['workload']} peak_fb_p50_mib="
+                  f"{r['peak_fb_p50_mib']:.0f} peak_fb_upper_mib={r['peak_fb_upper_mib']:.0f} "
+                  f"(coverage {m.coverage:g})")
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(no_args_is_help=True, help="Per-workload phase fingerprints.")
+    sub.command("build")(build)
+    sub.command("show")(show)
+    sub.command("predict")(predict)
+    app.add_typer(sub, name="fingerprint")

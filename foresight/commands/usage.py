@@ -1,0 +1,79 @@
+"""`foresight usage series | backtest`: short-horizon usage forecasts of running pods."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.errors import ForesightError
+
+console = Console(highlight=False)
+
+
+def series(data: Path = typer.Option(..., "--data", help="Directory of tables."),
+           out: Path = typer.Option(..., "--out", help="S.csv to write (unique_id, ds, y)."),
+           metric: str = typer.Option("sm", "--metric", help="sm, fb, power or a DCGM name."),
+           freq: str = typer.Option("1min", "--freq", help="Bin width.")) -> None:
+    """Per-(pod, GPU) usage series in the long format, from the GPU sample table."""
+    from features.ingest import read_tables
+    from features.usage_series import usage_long
+
+    df = usage_long(read_tables(data)["samples"], metric, freq)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    console.print(f"wrote {df['unique_id'].nunique()} series, {len(df)} rows -> {out}")
+
+
+def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: unique_id, ds, y."),
+             freq: str = typer.Option("1min", "--freq", help="Bin width."),
+             horizon: str = typer.Option("10min", "--horizon", help="Forecast horizon."),
+             test_start: str = typer.Option(..., "--test-start", help="First origin scored; "
+                                            "the model is fitted on bins before it."),
+             out: Path = typer.Option(..., "--out", help="Predictions CSV."),
+             agg: str = typer.Option("mean", "--agg", help="mean (levels) or sum.")) -> None:
+    """Fit on bins before --test-start, forecast every later origin, compare with baselines."""
+    from features.demand_series import horizon_bins, read_series_csv, regularize
+    from forecaster.usage import UsageForecaster
+
+    if agg != "mean":
+        raise ForesightError("usage backtest forecasts levels: only --agg mean is supported")
+    H = horizon_bins(horizon, freq)
+    try:
+        start = pd.Timestamp(test_start)
+    except ValueError:
+        raise ForesightError(f"bad --test-start {test_start!r}: use RFC 3339") from None
+    start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+    df = regularize(read_series_csv(series_csv), freq, agg="mean")
+    train = df[df["ds"] < start]
+    if train.empty or not (df["ds"] >= start).any():
+        raise ForesightError(f"--test-start {start} must fall inside the series "
+                             f"({df['ds'].min()} .. {df['ds'].max()})")
+    try:
+        model = UsageForecaster(horizon=H).fit(train)
+    except ValueError as exc:
+        raise ForesightError(f"cannot fit: {exc}") from None
+    pred = model.predict_origins(df, start)
+    if pred.empty:
+        raise ForesightError("no test origin has a complete horizon after --test-start")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    pred.to_csv(out, index=False)
+    t = Table(title=f"usage backtest: {len(pred)} origins, {pred['unique_id'].nunique()} series,"
+                    f" horizon {horizon}")
+    t.add_column("forecast")
+    t.add_column("MAE", justify="right")
+    for c in ("p50", "last_value", "mean_last_h", "ses"):
+        t.add_row(c if c != "ses" else f"ses (alpha {model.ses_alpha_:g})",
+                  f"{np.mean(np.abs(pred[c] - pred['y_true'])):.5g}")
+    console.print(t)
+    console.print(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(no_args_is_help=True, help="Short-horizon usage forecasts of running pods.")
+    sub.command("series")(series)
+    sub.command("backtest")(backtest)
+    app.add_typer(sub, name="usage")

@@ -43,17 +43,30 @@ def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
     return ({"pods": data["pods"], "end": cutoff}, {**data, "cutoff": cutoff})
 
 
-def fit(train: dict, cfg):
-    from forecaster.demand import DemandForecaster
-
+def _fit_args(train: dict, cfg) -> tuple[pd.DataFrame, dict]:
     s = _series(train["pods"], cfg.demand_freq, train["end"])
     bins = s.groupby("unique_id").size().min()
     val = max(12, int(bins // 5))
     if bins - val < 2 * cfg.demand_horizon + 12:
         raise SkipKind(f"{bins} bins of {cfg.demand_freq} before the cutoff: too short")
-    return DemandForecaster(freq=cfg.demand_freq, horizon=cfg.demand_horizon, agg="sum",
-                            val_bins=val, n_estimators=cfg.n_estimators,
-                            min_child_samples=20, seed=cfg.seed, n_jobs=cfg.threads).fit(s)
+    return s, dict(freq=cfg.demand_freq, horizon=cfg.demand_horizon, agg="sum", val_bins=val,
+                   n_estimators=cfg.n_estimators, min_child_samples=20, seed=cfg.seed,
+                   n_jobs=cfg.threads)
+
+
+def fit(train: dict, cfg):
+    from forecaster.demand import DemandForecaster
+
+    s, kw = _fit_args(train, cfg)
+    return DemandForecaster(**kw).fit(s)
+
+
+def fit_dask(train: dict, cfg, client):
+    """The same forecaster, its boosters trained through lightgbm.dask."""
+    from training.dask_fit import fit_demand_dask
+
+    s, kw = _fit_args(train, cfg)
+    return fit_demand_dask(s, cfg, client, **kw)
 
 
 def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:

@@ -154,3 +154,25 @@ def test_bad_pod_csv_is_a_user_error(tmp_path):
     bad.write_text("name,cpu_milli\np0,1\n")
     write_nodes(tmp_path / "n.csv", [(1000, 1000, 1, "A")])
     assert main(["replay", "--pods", str(bad), "--nodes", str(tmp_path / "n.csv")]) == 2
+
+
+def test_cli_compare_prints_ours_beside_published(small, capsys):
+    _, _, tmp = small
+    (tmp / "nodes.csv").rename(tmp / "openb_node_list_gpu_node.csv")
+    (tmp / "pods.csv").rename(tmp / "openb_pod_list_default.csv")
+    pub = tmp / "pub"
+    pub.mkdir()
+    cols = ["workload", "sc_policy", "tune", "seed", "total_gpus"] + [str(n) for n in range(131)]
+    rows = [["openb_pod_list_default", name, 1.3, 42, 60] + [float(n) * 0.9 for n in range(131)]
+            for name in ("06-FGD", "05-BestFit")]
+    pd.DataFrame(rows, columns=cols).to_csv(pub / "analysis_allo_discrete.csv", index=False)
+    out = tmp / "cmp.json"
+    rc = main(["replay", "--compare", "--csv-dir", str(tmp), "--published", str(pub),
+               "--policies", "bestfit,foresight", "--seeds", "1-2", "--out", str(out)])
+    assert rc == 0
+    doc = json.loads(out.read_text())
+    rows = {r["policy"]: r for r in doc["summary"]}
+    assert rows["bestfit"]["seeds"] == 2 and rows["bestfit"]["published_mean"] == 90.0
+    assert np.isnan(rows["foresight"]["published_mean"]) or rows["foresight"]["published_mean"] is None
+    assert rows["foresight"]["published_fgd"] == 90.0
+    assert "90.00" in capsys.readouterr().out  # the published number is printed

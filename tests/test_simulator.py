@@ -3,6 +3,9 @@ its telemetry (phases, interference, seasonality, health, iteration period, Gave
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -304,6 +307,13 @@ def test_cli_writes_tables_truth_and_openmetrics(tmp_path):
     text = (out / "history.om").read_bytes()
     assert text.endswith(b"# EOF\n") and b"DCGM_FI_PROF_SM_ACTIVE" in text
     assert main(["simulate", "--out", str(out), "--metrics", "NOPE"]) == 2
+    # byte-identical files from another process with another string-hash seed
+    other = tmp_path / "again"
+    subprocess.run([sys.executable, "-m", "foresight.cli", "simulate", "--out", str(other),
+                    "--days", "0.05", "--nodes", "1", "--gpus-per-node", "2"], check=True,
+                   env={**os.environ, "PYTHONHASHSEED": "12345"}, capture_output=True)
+    for f in ("samples", "pods", "queues", "truth/phases", "truth/interference"):
+        assert (out / f"{f}.parquet").read_bytes() == (other / f"{f}.parquet").read_bytes(), f
 
 
 def test_inference_serving_follows_a_diurnal_load():

@@ -108,7 +108,10 @@ class GpuPacking(Policy):
 
 
 class GpuClustering(Policy):
-    """Pods with the same GPU request go together: prefer GPUs/nodes already serving that size."""
+    """Pods with the same GPU request go together: prefer GPUs/nodes already serving that size.
+
+    Our reading of the paper's baseline; ties are broken by best fit.
+    """
 
     name = "gpuclustering"
 
@@ -124,9 +127,13 @@ class GpuClustering(Policy):
             self.tag[node] = 0
 
     def score(self, pod, node_ok, slots):
+        c = self.cluster
         same = (self.tag == pod.milli) & (pod.num_gpu > 0)
-        slot_score = same * 2.0 * MILLI - self.cluster.gpu_free
-        return same.sum(axis=1).astype(float), slot_score
+        slot_score = same * 2.0 * MILLI - c.gpu_free
+        # nodes with no GPU serving this size yet: tightest fit (not random), as a packer would
+        left = (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (c.nodes.gpus * MILLI) + \
+               (c.cpu_free - pod.cpu) / c.nodes.cpu
+        return same.sum(axis=1) - 1e-3 * left, slot_score
 
 
 class FGD(Policy):

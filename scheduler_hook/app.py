@@ -31,12 +31,19 @@ def _bad(verb: str, reason: str) -> Response:
 def build_router(hook: ExtenderHook) -> APIRouter:
     router = APIRouter()
 
+    last: list[Any] = [b"", None]  # kube-scheduler sends filter and prioritize the same body
+
     async def _verb(request: Request, verb: str, fn: Callable[[Any], Any],
                     parse: Callable[[bytes], Any]) -> Response:
         t0 = time.perf_counter()
         body = await request.body()
         try:
-            args = parse(body)
+            if parse is parse_args and body == last[0]:
+                args = last[1]
+            else:
+                args = parse(body)
+                if parse is parse_args:
+                    last[0], last[1] = body, args
             out = fn(args)
         except (WireError, PodSpecError) as exc:
             return _bad(verb, str(exc))

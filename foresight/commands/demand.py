@@ -63,12 +63,12 @@ def register(app: typer.Typer) -> None:
         cols = ["unique_id", "origin", "y_true", "p10", "p50", "p90",
                 *[c for c in ("persistence", "snaive_day", "snaive_week", "ets") if c in pred]]
         out.parent.mkdir(parents=True, exist_ok=True)
-        pred[cols].to_csv(out, index=False)
+        pred[cols].round(6).to_csv(out, index=False)  # undo float noise of per-queue scaling
         png = plot or out.with_suffix(".png")
         uid = plot_busiest(pred, str(png), f"horizon {horizon}, agg {agg}:")
         table = Table(title=f"demand backtest: horizon {horizon}, agg {agg}, {len(pred)} origins, "
                             f"shrink {model.lam_:g}")
-        for c in ("method", "n", "MAE", "MASE", "pinball", "coverage [p10,p90]"):
+        for c in ("method", "n", "MAE", "MASE", "pinball", "coverage p10-p90"):
             table.add_column(c, justify="left" if c == "method" else "right")
         for r in met.itertuples():
             table.add_row(r.method, str(r.n), f"{r.MAE:.3f}", f"{r.MASE:.3f}",

@@ -5,8 +5,9 @@ which the SMs dip; at <= 1 s sampling that dip repeats once per iteration, so th
 SM activity has a peak at 1/period. We accept the periodogram's highest peak only if
 (1) it beats the 99th percentile of the highest peaks of shuffled copies of the series (a
 permutation test: shuffling keeps the distribution, destroys the periodicity), and
-(2) the autocorrelation confirms it (positive and significant at a whole multiple of the
-period), and report None ("none") otherwise.
+(2) the autocorrelation confirms it (significant at a whole multiple of the period, and
+higher there than half a period earlier, which red noise and trends are not), and report
+None ("none") otherwise.
 """
 from __future__ import annotations
 
@@ -59,7 +60,9 @@ def detect_period(x: np.ndarray, step_s: float, n_shuffle: int = 100, q: float =
         return None
     mult, lags = mult[keep], lags[keep]
     best = int(np.argmin(np.abs(lags - mult * period)))
-    r = _acf(x, lags[best:best + 1])[0]
-    if r <= 2.0 / np.sqrt(len(x)):
+    lag = int(lags[best])
+    trough = max(int(round(lag - period / 2)), 0)  # half a period earlier: a trough if periodic
+    r, r_half = _acf(x, np.asarray([lag, max(trough, 1)]))
+    if r <= 2.0 / np.sqrt(len(x)) or (trough >= 1 and r <= r_half):
         return None
     return float(period * step_s)

@@ -31,6 +31,7 @@ def main() -> None:
     ap.add_argument("--until", type=int, default=100, help="stop each replay at this load %%")
     ap.add_argument("--cache", default=str(RESULTS / "replay_runs.jsonl"))
     ap.add_argument("--out", default=str(RESULTS / "replay_compare.md"))
+    ap.add_argument("--table-only", action="store_true", help="rebuild the table from the cache")
     a = ap.parse_args()
     traces = list(SHARED_TRACES) if a.traces == "all" else a.traces.split(",")
     pols = list(POLICIES) if a.policies == "all" else a.policies.split(",")
@@ -41,7 +42,7 @@ def main() -> None:
     for t in traces:
         for p in pols:
             todo = [s for s in parse_seeds(a.seeds) if (t, p, s) not in done]
-            if not todo:
+            if not todo or a.table_only:
                 continue
 
             def keep(r: dict) -> None:

@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 
 from features.demand_series import (arrivals_from_pods, helios_series, horizon_bins,
-                                    pending_from_pods, pod_shape, regularize)
+                                    pending_from_pods, pod_shape, regularize,
+                                    shape_arrivals_from_pods)
 from forecaster.demand import DemandForecaster
 from forecaster.demand_backtest import backtest
 from foresight.cli import main
@@ -140,6 +141,9 @@ def test_builders_from_pods():
     assert pend[("a", t)] == pytest.approx(2.0 * 5 / 10)  # pending 00:01-00:06
     assert pend[("a", t + pd.Timedelta("20min"))] == pytest.approx(0.5)
     assert pend[("b", t + pd.Timedelta("30min"))] == pytest.approx(8.0 * 10 / 10)
+    shapes = shape_arrivals_from_pods(pods, "10min")
+    assert set(shapes["unique_id"]) == {"a|2", "a|frac:0.25-0.5", "b|8"}
+    assert shapes.groupby("unique_id")["y"].sum().to_dict() == {"a|2": 1.0, "a|frac:0.25-0.5": 1.0, "b|8": 1.0}
     assert [pod_shape(g) for g in (1, 8, 0.5, 0.3)] == ["1", "8", "frac:0.25-0.5", "frac:0.25-0.5"]
     assert horizon_bins("6h", "10min") == 36
     with pytest.raises(ForesightError):

@@ -1,0 +1,132 @@
+"""Fingerprint JSON, new-job predictor, plot, straggler signal and the fingerprint CLI."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from features.segments import wide_series
+from forecaster.fingerprint import FingerprintModel, job_table, peak_runs
+from forecaster.fingerprint_predict import NewJobPredictor
+from forecaster.fingerprint_straggler import flag_stragglers
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from simulator import SimConfig, generate_cluster
+
+    return generate_cluster(SimConfig(seed=3, days=0.5, step_s=30, nodes=3))
+
+
+@pytest.fixture(scope="module")
+def model(cluster):
+    return FingerprintModel().fit(wide_series(cluster.samples), cluster.pods, cluster.pod_labels)
+
+
+def test_fingerprint_document(model, tmp_path, cluster):
+    path = tmp_path / "fp.json"
+    model.save(path)
+    doc = json.loads(path.read_text())
+    assert doc["schema_version"] == 1
+    keys = set(job_table(cluster.pods, cluster.pod_labels)["workload"])
+    assert set(doc["workloads"]) <= keys
+    for fp in doc["workloads"].values():
+        shares = [p["time_share"] for p in fp["phases"].values()]
+        assert abs(sum(shares) - 1) < 1e-3
+        for ph in fp["phases"].values():
+            sm = ph["metrics"]["sm"]
+            assert sm["p50"] <= sm["p95"] + 1e-9
+        for row in fp["transitions"].values():
+            assert abs(sum(row.values()) - 1) < 1e-3
+        assert fp["iteration_period_s"] is None  # 30 s samples: no period visible
+    fp = next(iter(doc["workloads"].values()))
+    if "compute" in fp["phases"] and "idle" in fp["phases"]:
+        assert fp["phases"]["compute"]["power_w"] > fp["phases"]["idle"]["power_w"]
+    back = FingerprintModel.load(path)
+    assert back.fingerprints_ == doc["workloads"]
+    doc["schema_version"] = 99
+    path.write_text(json.dumps(doc))
+    with pytest.raises(ValueError):
+        FingerprintModel.load(path)
+
+
+def test_peak_fb_close_to_generator_truth(model, cluster):
+    runs = peak_runs(model.runs_)
+    solo = cluster.truth["pod_solo"].set_index(["namespace", "pod"])["fb_used_mib"]
+    got = runs.set_index(["namespace", "pod"])["peak_fb_mib"]
+    common = got.index.intersection(solo.index)
+    assert len(common) >= 5
+    assert np.median(np.abs(got[common] / solo[common] - 1)) < 0.02
+
+
+def synthetic_runs(n, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.choice(["a", "b", "c"], n)
+    base = pd.Series(w).map({"a": 4000, "b": 12000, "c": 30000}).to_numpy()
+    return pd.DataFrame({"workload": w, "image": [f"img/{x}:1" for x in w],
+                         "namespace": "ns", "queue": "q", "gpu_request": 1.0, "priority": 0,
+                         "peak_fb_mib": base * rng.lognormal(0, 0.1, n)})
+
+
+def test_new_job_predictor_covers_and_roundtrips(tmp_path):
+    tr, te = synthetic_runs(300, 0), synthetic_runs(400, 1)
+    p = NewJobPredictor(coverage=0.95).fit(tr)
+    pr = p.predict(te)
+    cov = np.mean(pr["peak_fb_upper_mib"] >= te["peak_fb_mib"])
+    over = np.mean(pr["peak_fb_upper_mib"] / te["peak_fb_mib"] - 1)
+    assert 0.9 <= cov <= 0.995 and over < 0.3
+    assert (pr["source"] == "key").all()
+    unknown = p.predict(te.assign(workload="new").head(5))
+    assert (unknown["source"] == "model").all()
+    assert set(unknown["workload"]) <= {"a", "b", "c"}
+    p.save(tmp_path / "m")
+    q = NewJobPredictor.load(tmp_path / "m")
+    pd.testing.assert_frame_equal(q.predict(te.head(20)), p.predict(te.head(20)))
+    pd.testing.assert_frame_equal(q.predict(te.assign(workload="new").head(5)), unknown)
+
+
+def test_straggler_flagged():
+    rng = np.random.default_rng(0)
+    rows = [(w, s, 100 * rng.lognormal(0, 0.03) * (1.15 if w == 3 and s >= 100 else 1.0))
+            for s in range(300) for w in range(8)]
+    d = pd.DataFrame(rows, columns=["worker", "time", "batch_time_norm"])
+    r = flag_stragglers(d).set_index("worker")
+    assert r.loc[3, "straggler"] and r["straggler"].sum() == 1
+    d2 = d[d["worker"] != 3]
+    assert not flag_stragglers(d2)["straggler"].any()
+
+
+def _cli(capsys, *args):
+    from foresight.cli import main
+
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out + out.err
+
+
+def test_cli_build_show_predict(cluster, tmp_path, capsys):
+    from features.ingest import write_tables
+
+    data = tmp_path / "data"
+    write_tables(data, {"samples": cluster.samples, "pods": cluster.pods,
+                        "pod_labels": cluster.pod_labels})
+    fp, png = tmp_path / "fp.json", tmp_path / "x.png"
+    rc, out = _cli(capsys, "fingerprint", "build", "--data", str(data), "--out", str(fp),
+                   "--predictor", str(tmp_path / "pred"))
+    assert rc == 0, out
+    w = sorted(json.loads(fp.read_text())["workloads"])[0]
+    rc, out = _cli(capsys, "fingerprint", "show", w, "--fingerprint", str(fp), "--out", str(png))
+    assert rc == 0, out
+    assert png.read_bytes()[:4] == b"\x89PNG" and png.stat().st_size > 20000
+    rc, out = _cli(capsys, "fingerprint", "show", "nope", "--fingerprint", str(fp), "--out",
+                   str(png))
+    assert rc == 2 and "unknown workload" in out
+    rc, out = _cli(capsys, "fingerprint", "predict", "--predictor", str(tmp_path / "pred"),
+                   "--workload", w)
+    assert rc == 0 and "source=key" in out
+    rc, out = _cli(capsys, "fingerprint", "build", "--data", str(tmp_path / "missing"),
+                   "--out", str(fp))
+    assert rc == 2 and "does not exist" in out and "Traceback" not in out

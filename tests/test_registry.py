@@ -29,7 +29,8 @@ def _model_dir(tmp: Path, seed: int) -> Path:
     d = tmp / f"model-{seed}"
     d.mkdir()
     (d / "model.txt").write_text(b.model_to_string())
-    (d / "meta.json").write_text(json.dumps({"seed": seed}))
+    (d / "sub").mkdir()  # estimators may save nested directories
+    (d / "sub" / "meta.json").write_text(json.dumps({"seed": seed}))
     return d
 
 
@@ -47,7 +48,7 @@ def test_publish_list_and_rollback(tmp_path: Path) -> None:
     assert reg.publish("toy", _model_dir(tmp_path, 2), FIELDS) == "2"
     assert reg.current("toy") == "2" and reg.versions("toy") == ["1", "2"]
     body = reg.manifest("toy", "2")
-    assert set(body["files"]) == {"model.txt", "meta.json"}
+    assert set(body["files"]) == {"model.txt", "sub/meta.json"}
     assert body["checksum"] == manifest_checksum(body)
     reg.rollback("toy", "1")
     assert _load(reg)[0] == "1"

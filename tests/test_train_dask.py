@@ -18,7 +18,7 @@ from training.pipeline import TrainConfig, run  # noqa: E402
 from training.registry import Registry  # noqa: E402
 
 CFG = dict(holdout=pd.Timedelta("18h"), n_estimators=40, threads=1, demand_freq="1h",
-           demand_horizon=3)
+           demand_horizon=3, kinds=("interference", "demand", "usage"))
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_dask_path_matches_local_quality_and_publishes_loadable_models(client, h
                                      TrainConfig(**CFG)).kinds}
     dask = {k.kind: k for k in run(copy.copy(history), str(tmp_path / "b"),
                                    TrainConfig(**CFG, dask_client=client)).kinds}
-    for kind in ("interference", "demand"):
+    for kind in ("interference", "demand", "usage"):
         assert local[kind].status == dask[kind].status == "published", dask[kind].reason
         lm, dm = local[kind].metrics["mae"], dask[kind].metrics["mae"]
         # same data, same parameters: quality within 10% (the Dask trainer bins features per

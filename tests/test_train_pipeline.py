@@ -37,10 +37,10 @@ def test_first_run_publishes_every_kind_with_backtest_and_report(history, tmp_pa
     reg = tmp_path / "reg"
     res = _run(history, reg)
     by = {k.kind: k for k in res.kinds}
-    assert {k: v.status for k, v in by.items()} == {"interference": "published",
-                                                     "demand": "published"}
+    kinds = ("fingerprint", "interference", "demand", "usage")
+    assert {k: v.status for k, v in by.items()} == {k: "published" for k in kinds}
     r = Registry(reg)
-    for kind in ("interference", "demand"):
+    for kind in kinds:
         assert r.current(kind) == "1"
         body = r.manifest(kind, "1")
         # trained strictly before the backtest window, and says so
@@ -51,15 +51,19 @@ def test_first_run_publishes_every_kind_with_backtest_and_report(history, tmp_pa
     inter, dem = by["interference"].metrics, by["demand"].metrics
     assert inter["mae"] < inter["baseline_median_mae"]
     assert dem["mae"] < dem["baseline_persistence_mae"]
+    use, fp = by["usage"].metrics, by["fingerprint"].metrics
+    assert use["mae"] < min(use["baseline_mean_last_h_mae"], use["baseline_ses_mae"])
+    assert fp["mae"] < fp["baseline_median_mae"]
     m, html = write_report(res, str(reg), tmp_path / "out")
     doc = json.loads(m.read_text())
     assert doc["kinds"]["interference"]["version"] == "1"
     assert "counter_resets" in doc["hygiene"]
     text = html.read_text()
-    assert len(re.findall(r'src="data:image/png;base64,[A-Za-z0-9+/=]{200,}"', text)) >= 4
+    # per kind a backtest plot and a version-history plot, plus the fingerprint bars
+    assert len(re.findall(r'src="data:image/png;base64,[A-Za-z0-9+/=]{200,}"', text)) >= 9
 
     # second run on the same data: identical artifacts are not published again
-    again = {k.kind: k for k in _run(history, reg).kinds}
+    again = {k.kind: k for k in _run(history, reg, kinds=("interference", "demand")).kinds}
     assert all(k.status == "kept" and "identical" in k.reason for k in again.values())
     assert r.versions("demand") == ["1"]
 

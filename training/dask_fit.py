@@ -15,6 +15,7 @@ import pandas as pd
 from foresight.errors import ForesightError
 from forecaster.demand import DemandForecaster
 from forecaster.interference import InterferenceModel
+from forecaster.usage import UsageForecaster
 
 
 def connect(address: str, timeout_s: float = 20.0):
@@ -102,6 +103,19 @@ class DaskDemandForecaster(DemandForecaster):
 
     def _lgb(self):
         return _DaskRegressor(self.dask_client_, super()._lgb())
+
+
+class DaskUsageForecaster(UsageForecaster):
+    dask_client_ = None
+
+    def _lgb(self):
+        return _DaskRegressor(self.dask_client_, super()._lgb())
+
+
+def fit_usage_dask(series: pd.DataFrame, client, **kw) -> UsageForecaster:
+    m = DaskUsageForecaster(**kw)
+    m.dask_client_ = client
+    return m.fit(series)
 
 
 def fit_interference_dask(pairs: pd.DataFrame, cfg, client) -> InterferenceModel:

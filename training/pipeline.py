@@ -39,6 +39,9 @@ class TrainConfig:
     seed: int = 0
     demand_freq: str = "30min"
     demand_horizon: int = 4
+    usage_metric: str = "sm"
+    usage_freq: str = "2min"
+    usage_horizon: int = 5
     dry_run: bool = False
     dask_client: object | None = None
 

@@ -236,7 +236,9 @@ class Registry:
             self._fault("stage_files")
             self.fs.makedirs(posixpath.join(stage, "model"), exist_ok=True)
             for name in files:
-                self.fs.put_file(str(src / name), posixpath.join(stage, "model", name))
+                dst = posixpath.join(stage, "model", name)
+                self.fs.makedirs(posixpath.dirname(dst), exist_ok=True)  # nested model dirs
+                self.fs.put_file(str(src / name), dst)
             self._fault("stage_manifest")
             body = build_manifest(kind, version, files, **manifest_fields)
             self.fs.pipe_file(posixpath.join(stage, MANIFEST),

@@ -96,9 +96,12 @@ def write_report(result: RunResult, registry: str, out_dir: str | Path) -> tuple
                       _table(k.service_metrics)]
         imgs = []
         if k.predictions is not None and len(k.predictions):
-            fig, ax = plt.subplots(figsize=(6, 3.6))
-            load_kind(k.kind).plot(k.predictions, ax)
-            imgs.append(_png(fig))
+            mod = load_kind(k.kind)
+            for draw in (mod.plot, getattr(mod, "extra_plot", None)):
+                if draw is not None:
+                    fig, ax = plt.subplots(figsize=(6, 3.6))
+                    draw(k.predictions, ax)
+                    imgs.append(_png(fig))
         hist = _history_plot(reg, k.kind)
         if hist:
             imgs.append(hist)

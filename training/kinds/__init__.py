@@ -8,6 +8,7 @@ A kind module defines `NAME`, `PRIMARY` (a backtest metric, lower is better) and
   save(model, dir) / load(dir) -> model    the estimator's own files (no pickle)
   features(model) -> list[str]
   plot(predictions, ax) -> None            one matplotlib panel for report.html
+  extra_plot(predictions, ax)              optional second panel
 It raises SkipKind when the history cannot train it (too few pairs, no queues, ...).
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ import importlib
 from types import ModuleType
 
 #: Kinds wired into the pipeline, in training order.
-KINDS = ("interference", "demand")
+KINDS = ("fingerprint", "interference", "demand", "usage")
 
 
 class SkipKind(Exception):

@@ -1,0 +1,141 @@
+"""Fingerprint kind: per-workload phase fingerprints + the new-job peak-framebuffer predictor.
+
+Split by time: fingerprints and the predictor are fitted on pods that finished before the
+cutoff; the backtest predicts, from what is known before a pod starts (workload key, image,
+queue, request), the peak framebuffer of every pod that had not finished by the cutoff and
+compares with the peak it showed (each pod's own exclusive-GPU runs). The model never saw
+those pods' telemetry.
+Baseline: the median peak of the training pods. The artifact holds both files.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from training.kinds import SkipKind
+
+NAME = "fingerprint"
+PRIMARY = "mae"
+
+
+@dataclass
+class Bundle:
+    fingerprints: object  # forecaster.fingerprint.FingerprintModel (None when loaded w/o it)
+    predictor: object  # forecaster.fingerprint_predict.NewJobPredictor
+
+
+def _key(df: pd.DataFrame) -> pd.Series:
+    return df["namespace"].astype(str) + "/" + df["pod"].astype(str)
+
+
+def prepare(history, cfg) -> dict:
+    from features.segments import wide_series
+    from forecaster.fingerprint import DEFAULT_KEY, FingerprintModel, job_table, peak_runs
+
+    ws = wide_series(history.samples)
+    if len(ws) == 0:
+        raise SkipKind("no GPU samples carry a pod label")
+    runs = FingerprintModel().fit(ws, history.pods, history.pod_labels).runs_
+    jobs = job_table(history.pods, history.pod_labels, DEFAULT_KEY).merge(
+        peak_runs(runs), on=["namespace", "pod"])
+    times = history.pods.assign(key=_key(history.pods)).drop_duplicates("key").set_index("key")
+    jobs = jobs.assign(started=_key(jobs).map(times["started"]),
+                       finished=_key(jobs).map(times["finished"]))
+    return {"history": history, "jobs": jobs}
+
+
+def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
+    j = data["jobs"]
+    tr = j[j["finished"].notna() & (j["finished"] <= cutoff)]
+    te = j[~(j["finished"].notna() & (j["finished"] <= cutoff))]
+    if len(tr) < 10 or len(te) < 3:
+        raise SkipKind(f"{len(tr)} training pods finished / {len(te)} pods still running at "
+                       f"{cutoff}: too few pods with a measured peak")
+    return {"history": data["history"], "jobs": tr.reset_index(drop=True)}, \
+        {"jobs": te.reset_index(drop=True)}
+
+
+def fit(train: dict, cfg) -> Bundle:
+    from features.segments import wide_series
+    from forecaster.fingerprint import FingerprintModel
+    from forecaster.fingerprint_predict import NewJobPredictor
+
+    h = train["history"]
+    keys = set(_key(train["jobs"]))
+    s = h.samples[_key(h.samples).isin(keys)]  # fingerprints see training pods only
+    fp = FingerprintModel().fit(wide_series(s), h.pods, h.pod_labels)
+    try:
+        pred = NewJobPredictor(n_estimators=cfg.n_estimators, seed=cfg.seed).fit(train["jobs"])
+    except ValueError as exc:
+        raise SkipKind(f"new-job predictor: {exc}") from None
+    return Bundle(fp, pred)
+
+
+def score(model: Bundle, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
+    j = test["jobs"]
+    p = model.predictor.predict(j.drop(columns=["peak_fb_mib"]))
+    y = j["peak_fb_mib"].to_numpy(dtype=float)
+    base = float(np.median(train["jobs"]["peak_fb_mib"]))
+    pred = pd.DataFrame({"workload": j["workload"], "y": y, "p50": p["peak_fb_p50_mib"],
+                         "upper": p["peak_fb_upper_mib"], "source": p["source"]})
+    m = {"primary": PRIMARY, "mae": float(np.mean(np.abs(pred["p50"] - y))),
+         "baseline_median_mae": float(np.mean(np.abs(base - y))),
+         "upper_coverage": float(np.mean(y <= pred["upper"])),
+         "backtest_pods": int(len(j)), "train_pods": int(len(train["jobs"])),
+         "unit": "MiB peak framebuffer"}
+    if model.fingerprints is not None:
+        pred.attrs["phase_share"] = {w: {ph: v["time_share"] for ph, v in fp["phases"].items()}
+                                     for w, fp in model.fingerprints.fingerprints_.items()}
+    return m, pred
+
+
+def save(model: Bundle, path: Path) -> None:
+    path.mkdir(parents=True, exist_ok=True)
+    model.fingerprints.save(path / "fingerprints.json")
+    model.predictor.save(path / "predictor")
+
+
+def load(path: Path) -> Bundle:
+    from forecaster.fingerprint import FingerprintModel
+    from forecaster.fingerprint_predict import NewJobPredictor
+
+    return Bundle(FingerprintModel.load(path / "fingerprints.json"),
+                  NewJobPredictor.load(path / "predictor"))
+
+
+def features(model: Bundle) -> list[str]:
+    from forecaster.fingerprint_predict import CAT_FEATURES, NUM_FEATURES
+
+    return list(CAT_FEATURES + NUM_FEATURES)
+
+
+def plot(pred: pd.DataFrame, ax) -> None:
+    share = pred.attrs.get("phase_share")
+    if share:  # the fingerprints themselves: time share of each phase per workload
+        df = pd.DataFrame(share).T.fillna(0.0)
+        df.index = [w.replace("-template", "") for w in df.index]
+        df.plot.barh(stacked=True, ax=ax, width=0.8, legend=True)
+        ax.legend(fontsize=6, ncol=4, loc="lower right")
+        ax.set_xlabel("share of run time")
+        ax.set_title("fingerprints: phase time share per workload (training pods)")
+        return
+    ax.scatter(pred["y"] / 1024, pred["p50"] / 1024, s=10, label="p50")
+    ax.scatter(pred["y"] / 1024, pred["upper"] / 1024, s=8, marker="^", label="upper")
+    ax.set_xlabel("actual peak FB (GiB)")
+    ax.set_ylabel("predicted (GiB)")
+
+
+def extra_plot(pred: pd.DataFrame, ax) -> None:
+    """Predicted (before start) vs actual peak framebuffer of the backtest pods."""
+    lim = float(max(pred["y"].max(), pred["upper"].max())) / 1024 * 1.05
+    ax.scatter(pred["y"] / 1024, pred["p50"] / 1024, s=12, label="p50")
+    ax.scatter(pred["y"] / 1024, pred["upper"] / 1024, s=10, marker="^", alpha=0.6,
+               label="upper bound")
+    ax.plot([0, lim], [0, lim], "k--", lw=0.8)
+    ax.set_xlabel("actual peak framebuffer (GiB)")
+    ax.set_ylabel("predicted before start (GiB)")
+    ax.set_title("new-job peak framebuffer: backtest pods")
+    ax.legend(fontsize=7)

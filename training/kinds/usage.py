@@ -1,0 +1,102 @@
+"""Usage kind: short-horizon SM activity of running pods -> UsageForecaster.
+
+Split by time: fitted on bins before the cutoff; the backtest scores every origin at or after
+it with a complete horizon (pods that start after the cutoff included). Baselines from the same
+origins: mean of the last horizon and simple exponential smoothing (alpha chosen on training).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from training.kinds import SkipKind
+
+NAME = "usage"
+PRIMARY = "mae"
+
+
+def prepare(history, cfg) -> dict:
+    from features.usage_series import usage_long
+    from foresight.errors import ForesightError
+
+    try:
+        s = usage_long(history.samples, cfg.usage_metric, cfg.usage_freq)
+    except ForesightError as exc:
+        raise SkipKind(str(exc)) from None
+    return {"series": s}
+
+
+def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
+    s = data["series"]
+    train = s[s["ds"] < cutoff]
+    if train.empty or not (s["ds"] >= cutoff).any():
+        raise SkipKind(f"no usage bins on both sides of {cutoff}")
+    return {"series": train}, {"series": s, "cutoff": cutoff}
+
+
+def _kw(cfg) -> dict:
+    return dict(horizon=cfg.usage_horizon, n_estimators=cfg.n_estimators, seed=cfg.seed,
+                n_jobs=cfg.threads)
+
+
+def fit(train: dict, cfg):
+    from forecaster.usage import UsageForecaster
+
+    try:
+        return UsageForecaster(**_kw(cfg)).fit(train["series"])
+    except ValueError as exc:
+        raise SkipKind(f"usage: {exc}") from None
+
+
+def fit_dask(train: dict, cfg, client):
+    """The same forecaster, its boosters trained through lightgbm.dask."""
+    from training.dask_fit import fit_usage_dask
+
+    try:
+        return fit_usage_dask(train["series"], client, **_kw(cfg))
+    except ValueError as exc:
+        raise SkipKind(f"usage: {exc}") from None
+
+
+def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
+    pred = model.predict_origins(test["series"], test["cutoff"])
+    if pred.empty:
+        raise SkipKind("no usage origin with a complete horizon after the cutoff")
+    y = pred["y_true"].to_numpy()
+    mae = lambda c: float(np.mean(np.abs(pred[c].to_numpy() - y)))  # noqa: E731
+    m = {"primary": PRIMARY, "mae": mae("p50"), "baseline_mean_last_h_mae": mae("mean_last_h"),
+         "baseline_ses_mae": mae("ses"),
+         "p10_p90_coverage": float(((y >= pred["p10"]) & (y <= pred["p90"])).mean()),
+         "backtest_origins": int(len(pred)), "series": int(pred["unique_id"].nunique()),
+         "horizon_bins": int(model.horizon)}
+    return m, pred
+
+
+def save(model, path: Path) -> None:
+    model.save(path)
+
+
+def load(path: Path):
+    from forecaster.usage import UsageForecaster
+
+    return UsageForecaster.load(path)
+
+
+def features(model) -> list[str]:
+    return list(model.features_)
+
+
+def plot(pred: pd.DataFrame, ax) -> None:
+    uid = pred["unique_id"].value_counts().index[0]  # the longest-running series
+    p = pred[pred["unique_id"] == uid].sort_values("origin")
+    t = pd.to_datetime(p["origin"])
+    ax.fill_between(t, p["p10"], p["p90"], alpha=0.25, label="p10-p90")
+    ax.plot(t, p["y_true"], "k-", lw=1, label="actual (mean over horizon)")
+    ax.plot(t, p["p50"], "-", lw=1, label="forecast p50")
+    ax.plot(t, p["mean_last_h"], ":", lw=1, label="mean of last horizon")
+    ax.set_title(f"usage backtest: {uid.split('/')[1]}", fontsize=9)
+    ax.set_ylabel("SM active")
+    ax.legend(fontsize=7)
+    ax.tick_params(axis="x", labelrotation=30, labelsize=7)

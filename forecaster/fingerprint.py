@@ -53,7 +53,7 @@ class FingerprintModel:
     """fit(wide series, pods, labels) -> fingerprints; save/load as JSON."""
 
     def __init__(self, key: tuple[str, ...] = DEFAULT_KEY, method: str = "cpd",
-                 penalty: float = 100.0, period_max_step_s: float = 1.0,
+                 penalty: float = 30.0, period_max_step_s: float = 1.0,
                  period_window: int = 2048) -> None:
         self.key = key
         self.method = method

@@ -2,7 +2,7 @@
 
 Both segmenters work on the same four series-relative features, so one pooled model and one
 set of rules serve workloads of very different absolute levels:
-- `act`: SM active / the series' steady-compute level (p95 of SM active),
+- `act`: SM active / the series' steady-compute level (p95 of SM active while not idle),
 - `fb`: framebuffer used / the series' peak (start-up holds ~half the weights/activations),
 - `rx`, `tx`: PCIe bytes / the series' compute-phase host->device rate.
 Segments come from ruptures (KernelCPD, linear kernel = l2 cost, C implementation) or from
@@ -26,17 +26,18 @@ SERVE_PHASES = ("startup", "serving_busy", "serving_idle")
 PHASES = TRAIN_PHASES + SERVE_PHASES[1:]
 #: prototype feature means per phase (act, fb, rx, tx), the HMM's starting point
 PROTOTYPES = {
-    "startup": (0.08, 0.45, 0.55, 0.02), "compute": (1.0, 1.0, 1.0, 0.3),
-    "eval": (0.55, 1.0, 0.6, 0.1), "checkpoint": (0.04, 1.0, 0.02, 0.75),
+    "startup": (0.08, 0.45, 0.55, 0.02), "compute": (1.0, 1.0, 1.0, 0.1),
+    "eval": (0.55, 1.0, 0.6, 0.1), "checkpoint": (0.04, 1.0, 0.02, 1.0),
     "stall": (0.12, 1.0, 0.05, 0.05), "idle": (0.0, 1.0, 0.0, 0.0),
     "serving_busy": (1.0, 1.0, 1.0, 0.6), "serving_idle": (0.06, 1.0, 0.05, 0.03),
 }
 DEFAULT_RULES = {
     "idle_act": 0.04,       # below: no kernels running
-    "low_act": 0.3,         # below: SM essentially idle (start-up, checkpoint, stall)
-    "compute_act": 0.8,     # at or above: steady compute; between: evaluation
+    "low_act": 0.25,        # below: SM essentially idle (start-up, checkpoint, stall)
+    "compute_act": 0.75,    # at or above: steady compute; between: evaluation
     "startup_fb": 0.7,      # framebuffer below this share of peak: still loading
-    "ckpt_tx": 0.35,        # device->host traffic (relative) above this, and > 2x rx
+    "ckpt_tx": 0.15,        # device->host traffic (relative) well above the noise ...
+    "ckpt_tx_rx": 3.0,      # ... and dominating host->device: writing weights out
     "serving_tx_ratio": 0.45,  # tx/rx in busy samples: inference returns outputs
 }
 
@@ -46,7 +47,10 @@ def relative_features(values: np.ndarray, columns: list[str]) -> tuple[np.ndarra
     col = {c: values[:, i] for i, c in enumerate(columns)}
     n = len(values)
     sm = np.nan_to_num(col.get("sm", col.get("tensor", np.zeros(n))))
-    ref = max(float(np.percentile(sm, 95)) if n else 0.0, 0.02)
+    # steady-compute level: p95 over samples with kernels running (a mostly idle notebook's
+    # overall p95 would be its idle level)
+    busy_sm = sm[sm > 0.01]
+    ref = max(float(np.percentile(busy_sm, 95)) if len(busy_sm) else 0.0, 0.02)
     act = np.clip(sm / ref, 0, 1.5)
     fb = np.nan_to_num(col.get("fb", np.ones(n)))
     fbr = fb / max(float(fb.max()) if n else 1.0, 1.0)
@@ -75,13 +79,13 @@ def label_means(m: np.ndarray, serving: bool, rules: dict) -> np.ndarray:
     low = act < rules["low_act"]
     if serving:
         out[:] = np.where(low, "serving_idle", "serving_busy")
-        out[low & (fb < rules["startup_fb"])] = "startup"
+        out[fb < rules["startup_fb"]] = "startup"
         return out
     out[:] = "eval"
     out[act >= rules["compute_act"]] = "compute"
     out[low] = "stall"
-    out[low & (tx > rules["ckpt_tx"]) & (tx > 2 * rx)] = "checkpoint"
-    out[low & (fb < rules["startup_fb"])] = "startup"
+    out[low & (tx > rules["ckpt_tx"]) & (tx > rules["ckpt_tx_rx"] * rx)] = "checkpoint"
+    out[fb < rules["startup_fb"]] = "startup"  # working set not allocated yet
     out[(act < rules["idle_act"]) & (rx < 0.1) & (tx < 0.1)] = "idle"
     return out
 
@@ -104,7 +108,7 @@ def label_breaks(X: np.ndarray, bounds: np.ndarray, serving: bool, rules: dict) 
 class PhaseSegmenter:
     """Segment and label (pod, GPU) series. method: "cpd" (ruptures) or "hmm" (hmmlearn)."""
 
-    def __init__(self, method: str = "hmm", penalty: float = 30.0, chunk: int = 720,
+    def __init__(self, method: str = "cpd", penalty: float = 30.0, chunk: int = 720,
                  n_iter: int = 10, fit_samples: int = 200_000, rules: dict | None = None,
                  seed: int = 0) -> None:
         self.method = method

@@ -78,13 +78,14 @@ def generate_arrivals(cfg: SimConfig, rng: np.random.Generator) -> pd.DataFrame:
         n = rng.poisson(rate)
         t = np.repeat(hours, n) * 3600 + rng.uniform(0, 3600, n.sum())
         jobs = sample_jobs(rng, int(n.sum()), mix, cfg.fractional_share)
-        # A burst is a sweep of one job template: its jobs share the burst's first workload.
+        # A burst is a sweep of one job template: its jobs take the shape (class, GPUs,
+        # priority) of the burst's first job; run times still differ.
         hour_of = np.repeat(np.arange(len(hours)), n)
         in_burst = burst[hour_of]
         if in_burst.any():
-            first = pd.Series(jobs.workload.to_numpy()[in_burst]).groupby(hour_of[in_burst]) \
-                .transform("first").to_numpy()
-            jobs.loc[in_burst, "workload"] = first
+            shape = ["workload", "num_gpu", "milli", "priority"]
+            jobs.loc[in_burst, shape] = jobs.loc[in_burst, shape].groupby(
+                hour_of[in_burst]).transform("first").to_numpy()
         jobs["created"] = t
         jobs["queue"] = queue
         jobs["burst"] = in_burst

@@ -1,9 +1,10 @@
 """The ground-truth interference function: co-located throughput / solo throughput.
 
-speed(a | partners) depends on both sides' *solo* features, not on workload identity:
+speed(a | partners) depends on both sides' *solo* features, not on workload identity, and never
+increases when a partner is added or gets busier:
 - time-slicing: contexts take turns, so a's share falls with the partners' SM demand once the
-  summed demand exceeds the GPU, plus a context-switch cost that grows with the partners'
-  activity; DRAM contention still applies within a's slices;
+  summed demand exceeds the GPU, plus context-switch and cache-refill costs that grow with the
+  partners' SM and DRAM activity;
 - MPS: kernels run concurrently, so the cost comes from SM-resource overlap (summed occupancy
   above the SMs' capacity) and memory-bandwidth contention (summed DRAM activity above a
   threshold, weighted by a's own DRAM intensity);
@@ -31,9 +32,10 @@ def params() -> dict:
 
 
 def _bandwidth(a_dram, p_dram, p: dict):
+    # Monotone in the partners' load (another partner never speeds `a` up): the cost grows
+    # with the summed demand above the threshold, weighted by a's own DRAM intensity.
     over = np.maximum(a_dram + p_dram - p["bw_theta"], 0.0)
-    share = a_dram / np.maximum(a_dram + p_dram, 1e-9)
-    return 1.0 / (1.0 + p["bw_beta"] * over * (0.5 + share))
+    return 1.0 / (1.0 + p["bw_beta"] * over * (0.5 + a_dram))
 
 
 def speed(a: dict, partner: dict, sharing: str, p: dict | None = None) -> np.ndarray:
@@ -47,7 +49,9 @@ def speed(a: dict, partner: dict, sharing: str, p: dict | None = None) -> np.nda
     elif sharing == "timeslice":
         share = 1.0 / np.maximum(a_sm + b_sm, 1.0)
         ctx = 1.0 - p["ctx_cost"] * np.minimum(b_sm, 1.0)
-        s = share * ctx * _bandwidth(a_dr * share, b_dr * share, p)
+        # contexts run one at a time: no bandwidth sharing, but each switch finds the L2
+        # cache filled by the partner, a cost growing with the partner's DRAM traffic
+        s = share * ctx * (1.0 - p["ctx_cost"] * np.minimum(b_dr, 1.0))
     elif sharing == "mps":
         occ = np.asarray(a["sm_occupancy"]) + np.asarray(partner["sm_occupancy"])
         sm_term = np.maximum(occ / p["occ_cap"], 1.0) ** -p["occ_exp"]

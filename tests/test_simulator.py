@@ -133,8 +133,8 @@ def _compute_phase_rates(cluster) -> pd.DataFrame:
 def test_colocated_jobs_are_slower_in_truth_and_in_iteration_rate():
     # training jobs only, on a crowded cluster: many share a GPU (openb's fractional requests)
     small = generate_cluster(SimConfig(
-        days=1.0, nodes=2, gpus_per_node=2, seed=4, load=1.0, serving_pods=0,
-        fractional_share=0.9,
+        days=2.0, nodes=2, gpus_per_node=2, seed=4, load=1.0, serving_pods=0,
+        fractional_share=1.0,
         workload_mix={"resnet50": 1, "bert": 1, "llm-finetune": 1, "speech": 1},
         metrics=(APP_ITERATIONS,)))
     inter = small.truth["interference"]
@@ -346,3 +346,19 @@ def test_an_empty_cluster_still_reports_idle_gpus():
     assert len(c.samples) > 0 and (c.samples.pod == "").all()
     power = c.samples[c.samples.metric == "DCGM_FI_DEV_POWER_USAGE"].value
     assert power.max() < 0.3 * gpu_spec("A40")["tdp_w"]
+
+
+@pytest.mark.parametrize("sharing", ["timeslice", "mps", "node"])
+def test_another_partner_never_speeds_a_job_up(sharing):
+    from simulator.interference import speed
+
+    rng = np.random.default_rng(0)
+    keys = ("sm_active", "sm_occupancy", "dram_active", "pcie")
+    a, b, c = ({k: rng.uniform(0.0, 1.0, 5000) for k in keys} for _ in range(3))
+    one = speed(a, b, sharing)
+    two = speed(a, {k: b[k] + c[k] for k in keys}, sharing)
+    assert (two <= one + 1e-12).all()
+    assert (one <= 1).all() and (two > 0).all()
+    if sharing != "node":  # a busy GPU partner costs more than an idle one
+        idle = speed(a, {k: b[k] * 0.05 for k in keys}, sharing)
+        assert np.mean(idle) > np.mean(one) + 0.1

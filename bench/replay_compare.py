@@ -74,6 +74,18 @@ def main() -> None:
         lines.append(f"| {r.trace} | {r.policy} | {r.seeds} | {r.ours_mean:.2f} | "
                      f"{r.ours_std:.2f} | {pub} | {r.published_fgd:.2f} | "
                      f"{r.vs_published_fgd:+.2f} |")
+    lines += ["", "## Done-when checks (computed from the table above)", ""]
+    fgd = table[(table.trace == "default") & (table.policy == "fgd")]
+    if len(fgd):
+        d = float(fgd.iloc[0].vs_published_fgd)
+        lines.append(f"- our `fgd` on `default` vs published FGD: {d:+.2f} points "
+                     f"({'within' if abs(d) <= 1 else 'NOT within'} 1 point; "
+                     f"{int(fgd.iloc[0].seeds)} seeds)")
+    fs = table[table.policy == "foresight"]
+    for r in fs.itertuples(index=False):
+        ok = "meets" if r.vs_published_fgd >= 0 else "BELOW"
+        lines.append(f"- `foresight` on `{r.trace}`: {r.ours_mean:.2f} vs published FGD "
+                     f"{r.published_fgd:.2f} ({r.vs_published_fgd:+.2f}, {ok}; {r.seeds} seeds)")
     write(Path(a.out), lines)
 
 

@@ -171,3 +171,16 @@ def test_failure_during_publish_keeps_current(history, tmp_path: Path, monkeypat
     from forecaster.demand import DemandForecaster
 
     assert DemandForecaster.load(path).features_
+
+
+def test_beat_baseline_gate_refuses_a_model_worse_than_its_baseline(history, tmp_path) -> None:
+    # On this short 1-node history the demand model does not beat seasonal-naive (day).
+    cfg = TrainConfig(**{**CFG, "beat_baseline": True})
+    res = run(copy.copy(history), str(tmp_path / "reg"), cfg).kinds[0]
+    base = min(v for k, v in res.metrics.items() if k.startswith("baseline"))
+    assert res.metrics["mae"] > base, "precondition: pick a history the model does not win on"
+    assert res.status == "kept" and "does not beat its baseline" in res.reason
+    assert Registry(tmp_path / "reg").current("demand") is None
+    # without the flag the same model is published (nothing in service to compare with)
+    res = run(copy.copy(history), str(tmp_path / "reg"), TrainConfig(**CFG)).kinds[0]
+    assert res.status == "published"

@@ -43,6 +43,8 @@ class TrainConfig:
     usage_freq: str = "2min"
     usage_horizon: int = 5
     dry_run: bool = False
+    #: also refuse a model that loses to its own same-window baseline (constant, persistence)
+    beat_baseline: bool = False
     dask_client: object | None = None
 
 
@@ -149,6 +151,10 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
                 reg.manifest(name, res.in_service).get("files") == digests)
         if same:
             res.status, res.reason = "kept", f"identical to v{res.in_service}"
+        elif cfg.beat_baseline and new > min(
+                [v for k, v in res.metrics.items() if k.startswith("baseline")] or [new]):
+            res.status = "kept"
+            res.reason = f"{mod.PRIMARY} {new:.4g} does not beat its baseline on the same window"
         elif not gate(new, cur, cfg.tolerance):
             res.status = "kept"
             res.reason = (f"{mod.PRIMARY} {new:.4g} worse than v{res.in_service}'s {cur:.4g} "

@@ -42,8 +42,8 @@ def _history_plot(reg: Registry, kind: str) -> str | None:
         m = body.get("metrics") or {}
         p = m.get("primary")
         if p and isinstance(m.get(p), (int, float)):
-            rows.append((int(body["version"]), m[p], p,
-                         m.get("baseline_median_mae", m.get("baseline_persistence_mae"))))
+            base = next((v for k, v in m.items() if k.startswith("baseline")), None)
+            rows.append((int(body["version"]), m[p], p, base))
     if not rows:
         return None
     df = pd.DataFrame(rows, columns=["version", "value", "metric", "baseline"])

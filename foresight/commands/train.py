@@ -81,6 +81,8 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(1, "--threads", help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
         out: str = typer.Option("foresight-train-report", "--out", help="Where report.html and metrics.json go."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
+        beat_baseline: bool = typer.Option(False, "--beat-baseline",
+                                           help="Also refuse a model that loses to its same-window baseline."),
         dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                      help="tcp://HOST:PORT: train LightGBM through lightgbm.dask."),
     ) -> None:
@@ -96,7 +98,8 @@ def register(app: typer.Typer) -> None:
         t0 = time.perf_counter()
         cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
                           kinds=tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS,
-                          n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run)
+                          n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run,
+                          beat_baseline=beat_baseline)
         if dask_scheduler:
             from training.dask_fit import connect
 

@@ -5,7 +5,9 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+import sys
+
+console = Console() if sys.stdout.isatty() else Console(width=160)
 _REG = typer.Option(..., "--registry", help="Registry root: a directory or an fsspec URL.")
 
 
@@ -36,7 +38,8 @@ def register(app: typer.Typer) -> None:
                 problems = reg.check(kind, v)
                 body = {} if problems else reg.manifest(kind, v)
                 win = body.get("training_window") or {}
-                table.add_row(kind, v, "*" if v == cur else "", body.get("created", ""),
+                table.add_row(kind, v, "*" if v == cur else "",
+                              body.get("created", "")[:16].replace("T", " "),
                               f"{win.get('start', '')[:16]} .. {win.get('end', '')[:16]}"
                               if win else "", _primary(body),
                               "[green]ok" if not problems else f"[red]{problems[0].reason}")

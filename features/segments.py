@@ -57,46 +57,74 @@ class WideSeries:
 
 def to_ns(col) -> np.ndarray:
     """Timestamps (any tz-aware/naive UTC form) -> int64 ns since epoch."""
-    return pd.to_datetime(pd.Series(col), utc=True).dt.as_unit("ns").astype("int64").to_numpy()
+    col = pd.Series(col)
+    if not isinstance(col.dtype, pd.DatetimeTZDtype):
+        col = pd.to_datetime(col, utc=True)
+    return col.dt.as_unit("ns").astype("int64").to_numpy()
 
 
 def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
-    cat = col.astype("category")
-    return cat.cat.codes.to_numpy().astype(np.int64), np.asarray(cat.cat.categories, dtype=object)
+    """Integer codes and levels; free for categoricals (Parquet dictionary columns)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return col.cat.codes.to_numpy().astype(np.int64), \
+            np.asarray(col.cat.categories.astype(str), dtype=object)
+    codes, levels = pd.factorize(col, sort=True, use_na_sentinel=True)
+    return codes.astype(np.int64), np.asarray(levels, dtype=object).astype(str)
+
+
+def read_samples(path) -> pd.DataFrame:
+    """The samples Parquet with string columns kept dictionary-encoded (pandas categoricals):
+    wide_series then needs no string hashing, which dominates at tens of millions of rows."""
+    import pyarrow.parquet as pq
+
+    cols = ["node", "gpu", "uuid", "namespace", "pod", "metric"]
+    table = pq.read_table(path, read_dictionary=cols)
+    return table.to_pandas()
 
 
 def wide_series(samples: pd.DataFrame, metrics: dict[str, str] | None = None) -> WideSeries:
     """Every (namespace, pod, node, gpu) series with a pod as a time x metric matrix."""
     metrics = metrics or SERIES_METRICS
-    by_name = {v: k for k, v in metrics.items()}
-    s = samples[(samples["pod"].astype(str) != "") &
-                samples["metric"].astype(str).isin(list(by_name))]
-    present = [k for k, v in metrics.items() if v in set(s["metric"].astype(str).unique())]
-    if s.empty:
+    mcodes, mlevels = _codes(samples["metric"])
+    present = [k for k, v in metrics.items() if v in set(mlevels)]
+    col_of_level = np.full(len(mlevels) + 1, -1, np.int64)  # code -1 (NA) -> last slot
+    for i, k in enumerate(present):
+        col_of_level[int(np.flatnonzero(mlevels == metrics[k])[0])] = i
+    pcodes, plevels = _codes(samples["pod"])
+    empty = np.flatnonzero(plevels == "")
+    mcol = col_of_level[mcodes]
+    keep = (mcol >= 0) & (pcodes >= 0)
+    if len(empty):
+        keep &= pcodes != empty[0]
+    if not keep.any():
         return WideSeries(pd.DataFrame(columns=KEY_COLUMNS), np.zeros(1, np.int64),
                           np.zeros(0, np.int64), np.zeros((0, len(present))), present)
-    codes, cats = zip(*(_codes(s[c]) for c in KEY_COLUMNS))
+    idx = np.flatnonzero(keep)
+    codes, cats = [], []
+    for c in KEY_COLUMNS:
+        cc, lv = (pcodes, plevels) if c == "pod" else _codes(samples[c])
+        codes.append(cc[idx]), cats.append(lv)
     # one integer per series: mixed-radix combination of the four key codes
-    key = np.zeros(len(s), np.int64)
+    key = np.zeros(len(idx), np.int64)
     for c, levels in zip(codes, cats):
-        key = key * (len(levels) + 1) + c
+        key = key * (len(levels) + 1) + (c + 1)
     ukey, series = np.unique(key, return_inverse=True)
-    ts = to_ns(s["ts"])
+    ts = to_ns(samples["ts"])[idx]
     t0 = ts.min()
-    tstep = (ts - t0)
-    span = int(tstep.max()) + 1
-    row_key = series.astype(np.int64) * span + tstep
+    tms = (ts - t0) // 1_000_000  # ms resolution keeps series x time inside int64
+    span = int(tms.max()) + 1
+    row_key = series.astype(np.int64) * span + tms
     urow, row = np.unique(row_key, return_inverse=True)  # sorted: series, then time
-    mcode = s["metric"].astype(str).map({metrics[k]: i for i, k in enumerate(present)}).to_numpy()
     values = np.full((len(urow), len(present)), np.nan)
-    values[row, mcode.astype(np.int64)] = s["value"].to_numpy(dtype=float)
+    values[row, mcol[idx]] = samples["value"].to_numpy(dtype=float)[idx]
     row_series = urow // span
     offsets = np.searchsorted(row_series, np.arange(len(ukey) + 1))
     first = np.zeros(len(ukey), np.int64)
-    first[series] = np.arange(len(s))  # any row of the series gives its key columns
+    first[series] = np.arange(len(idx))  # any row of the series gives its key columns
     keys = pd.DataFrame({c: np.asarray(cats_[codes_[first]], dtype=str)
                          for c, codes_, cats_ in zip(KEY_COLUMNS, codes, cats)})
-    return WideSeries(keys, offsets.astype(np.int64), urow % span + t0, values, present)
+    return WideSeries(keys, offsets.astype(np.int64), (urow % span) * 1_000_000 + t0, values,
+                      present)
 
 
 def truth_labels(ws: WideSeries, phases: pd.DataFrame, k: int) -> np.ndarray:

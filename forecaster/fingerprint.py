@@ -21,6 +21,14 @@ SCHEMA_VERSION = 1
 DEFAULT_KEY = ("foresight.io/job-template",)
 
 
+_WORK: tuple | None = None  # (segmenter, wide series) inherited by forked workers
+
+
+def _label_chunk(idx: list[int]) -> list[np.ndarray]:
+    seg, ws = _WORK
+    return [seg.label_series(ws.series(k)[1], ws.columns) for k in idx]
+
+
 def workload_keys(pods: pd.DataFrame, labels: pd.DataFrame | None,
                   key: tuple[str, ...] = DEFAULT_KEY) -> pd.Series:
     """Workload key per (namespace, pod): the key labels' values joined by '/'.
@@ -54,8 +62,9 @@ class FingerprintModel:
 
     def __init__(self, key: tuple[str, ...] = DEFAULT_KEY, method: str = "cpd",
                  penalty: float = 30.0, period_max_step_s: float = 1.0,
-                 period_window: int = 2048) -> None:
+                 period_window: int = 2048, n_jobs: int = 1) -> None:
         self.key = key
+        self.n_jobs = n_jobs
         self.method = method
         self.penalty = penalty
         self.period_max_step_s = period_max_step_s
@@ -66,8 +75,24 @@ class FingerprintModel:
         return seg.fit(ws) if ws is not None else seg
 
     def label_all(self, ws: WideSeries) -> list[np.ndarray]:
+        """Phase label per sample of every series; n_jobs > 1 forks workers (series are
+        independent once the segmenter is fitted)."""
         seg = self.segmenter(ws)
-        return [seg.label_series(ws.series(k)[1], ws.columns) for k in range(len(ws))]
+        if self.n_jobs <= 1 or len(ws) < 2 * self.n_jobs:
+            return [seg.label_series(ws.series(k)[1], ws.columns) for k in range(len(ws))]
+        import multiprocessing as mp
+
+        global _WORK
+        _WORK = (seg, ws)
+        # interleaved chunks balance long and short series across workers
+        chunks = [list(range(i, len(ws), self.n_jobs)) for i in range(self.n_jobs)]
+        with mp.get_context("fork").Pool(self.n_jobs) as pool:
+            parts = pool.map(_label_chunk, chunks)
+        out: list = [None] * len(ws)
+        for idx, labs in zip(chunks, parts):
+            for k, lab in zip(idx, labs):
+                out[k] = lab
+        return out
 
     def runs(self, ws: WideSeries, labels: list[np.ndarray]) -> pd.DataFrame:
         """One row per (pod, GPU) series: peak framebuffer, period, duration, start-up done."""

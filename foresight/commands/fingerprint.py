@@ -27,6 +27,29 @@ def _load_fp(path: Path) -> dict:
     return doc
 
 
+def _tables(data: Path) -> dict:
+    """Samples (dictionary-encoded: fast at tens of millions of rows) and pods."""
+    from features import schema
+    from features.ingest import read_tables
+    from features.segments import read_samples
+
+    sp, pp = data / "samples.parquet", data / "pods.parquet"
+    if not (sp.is_file() and pp.is_file()):
+        tables = read_tables(data)  # its one-line errors for a missing dir / samples
+        if "pods" not in tables:
+            raise ForesightError(f"{data} has no pods.parquet: the workload key needs it")
+        return tables
+    try:
+        samples = read_samples(sp)
+        missing = [c for c in schema.GPU_SAMPLE_COLUMNS if c not in samples.columns]
+        if missing:
+            raise ValueError(f"missing column(s) {', '.join(missing)}")
+        pods = schema.conform(pd.read_parquet(pp), schema.POD_COLUMNS)
+    except (OSError, ValueError) as exc:
+        raise ForesightError(f"{data}: unreadable samples/pods table ({exc})") from None
+    return {"samples": samples, "pods": pods}
+
+
 def build(data: Path = typer.Option(..., "--data", help="Directory of tables (foresight "
                                     "simulate --out / foresight ingest)."),
           out: Path = typer.Option(..., "--out", help="Fingerprint JSON to write."),
@@ -34,25 +57,24 @@ def build(data: Path = typer.Option(..., "--data", help="Directory of tables (fo
                                   "pod labels that name a workload."),
           method: str = typer.Option("cpd", "--method", help="cpd (ruptures) or hmm."),
           predictor: Optional[Path] = typer.Option(None, "--predictor", help="Also fit the "
-                                                   "new-job predictor into this directory.")
+                                                   "new-job predictor into this directory."),
+          jobs: int = typer.Option(1, "--jobs", min=1, help="Worker processes for segmentation.")
           ) -> None:
     """Segment every (pod, GPU) series into phases and write one fingerprint per workload."""
-    from features.ingest import read_tables
     from features.segments import wide_series
     from forecaster.fingerprint import FingerprintModel, job_table, peak_runs
 
     if method not in ("cpd", "hmm"):
         raise ForesightError(f"bad --method {method!r}: use cpd or hmm")
-    tables = read_tables(data)
-    if "pods" not in tables:
-        raise ForesightError(f"{data} has no pods.parquet: the workload key needs the pods table")
+    tables = _tables(data)
     lp = data / "pod_labels.parquet"
     labels = pd.read_parquet(lp) if lp.exists() else None
     ws = wide_series(tables["samples"])
     if len(ws) == 0:
         raise ForesightError(f"{data}: no GPU samples carry a pod label")
     keys = tuple(k.strip() for k in key.split(",") if k.strip())
-    model = FingerprintModel(key=keys, method=method).fit(ws, tables["pods"], labels)
+    model = FingerprintModel(key=keys, method=method, n_jobs=jobs).fit(ws, tables["pods"],
+                                                                       labels)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     t = Table(title=f"{len(model.fingerprints_)} workload fingerprints -> {out}")

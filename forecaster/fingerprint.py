@@ -61,7 +61,7 @@ class FingerprintModel:
     """fit(wide series, pods, labels) -> fingerprints; save/load as JSON."""
 
     def __init__(self, key: tuple[str, ...] = DEFAULT_KEY, method: str = "cpd",
-                 penalty: float = 30.0, period_max_step_s: float = 1.0,
+                 penalty: float = 10.0, period_max_step_s: float = 1.0,
                  period_window: int = 2048, n_jobs: int = 1) -> None:
         self.key = key
         self.n_jobs = n_jobs

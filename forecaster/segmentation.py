@@ -33,8 +33,8 @@ PROTOTYPES = {
 }
 DEFAULT_RULES = {
     "idle_act": 0.04,       # below: no kernels running
-    "low_act": 0.25,        # below: SM essentially idle (start-up, checkpoint, stall)
-    "compute_act": 0.75,    # at or above: steady compute; between: evaluation
+    "low_act": 0.2,         # below: SM essentially idle (start-up, checkpoint, stall)
+    "compute_act": 0.7,     # at or above: steady compute; between: evaluation
     "startup_fb": 0.7,      # framebuffer below this share of peak: still loading
     "ckpt_tx": 0.15,        # device->host traffic (relative) well above the noise ...
     "ckpt_tx_rx": 3.0,      # ... and dominating host->device: writing weights out
@@ -108,7 +108,7 @@ def label_breaks(X: np.ndarray, bounds: np.ndarray, serving: bool, rules: dict) 
 class PhaseSegmenter:
     """Segment and label (pod, GPU) series. method: "cpd" (ruptures) or "hmm" (hmmlearn)."""
 
-    def __init__(self, method: str = "cpd", penalty: float = 30.0, chunk: int = 720,
+    def __init__(self, method: str = "cpd", penalty: float = 10.0, chunk: int = 720,
                  n_iter: int = 10, fit_samples: int = 200_000, rules: dict | None = None,
                  seed: int = 0) -> None:
         self.method = method

@@ -32,19 +32,22 @@ def plot_fingerprint(name: str, fp: dict, out: str | Path) -> None:
         ax.plot(t, s["sm"], color="black", lw=0.9, label="SM active")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("SM active (fraction)")
-    ax.set_xlabel(f"hours since start of {ex['pod']}")
+    ax.set_xlabel(f"hours since start of {ex['pod']} (the longest run; shaded: detected phases)")
+    lines = list(ax.get_lines())
     if "power" in s:
         ax2 = ax.twinx()
         ax2.plot(t, s["power"], color="#b8860b", lw=0.8, alpha=0.8, label="power (W)")
         ax2.set_ylabel("power (W)", color="#b8860b")
+        lines += ax2.get_lines()
     if "fb" in s:
         ax3 = ax.twinx()
         ax3.spines["right"].set_position(("axes", 1.07))
         ax3.plot(t, [v / 1024 for v in s["fb"]], color="#555555", lw=1.2, ls="--",
                  label="framebuffer (GiB)")
         ax3.set_ylabel("framebuffer (GiB)", color="#555555")
+        lines += ax3.get_lines()
     handles = [Patch(color=COLORS.get(p, "#fff"), alpha=0.5, label=p) for p in phases]
-    ax.legend(handles=handles + ax.get_lines(), loc="upper center", ncol=min(9, len(handles) + 1),
+    ax.legend(handles=handles + lines, loc="upper center", ncol=min(11, len(handles) + 3),
               fontsize=8, bbox_to_anchor=(0.5, 1.13), frameon=False)
     per = fp.get("iteration_period_s")
     pk = fp["peak_fb_mib"]

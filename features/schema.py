@@ -22,7 +22,10 @@ QUEUE_SAMPLE_COLUMNS = ["ts", "queue", "metric", "value"]
 #: Nixtla long format, used for every time series the forecasters see.
 LONG_COLUMNS = ["unique_id", "ds", "y"]
 
-_STRING_COLUMNS = {"node", "gpu", "uuid", "namespace", "pod", "metric", "queue", "workload"}
+#: pandas' string dtype (Python storage: comparisons give plain boolean masks everywhere).
+STRING = pd.StringDtype("python")
+
+_STRING_COLUMNS = {"node", "gpu", "uuid", "namespace", "pod", "metric", "queue", "workload", "unique_id"}
 _TIME_COLUMNS = {"ts", "created", "started", "finished", "ds"}
 
 
@@ -32,21 +35,33 @@ def conform(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     Missing columns are added empty; extra columns are dropped. Raises ValueError naming
     the first column whose values cannot be converted.
     """
-    out = pd.DataFrame(index=df.index)
+    out: dict[str, pd.Series] = {}
     for col in columns:
         values = df[col] if col in df.columns else pd.Series(pd.NA, index=df.index)
         try:
             if col in _TIME_COLUMNS:
-                out[col] = pd.to_datetime(values, utc=True)
+                out[col] = values if isinstance(values.dtype, pd.DatetimeTZDtype) and \
+                    str(values.dtype.tz) == "UTC" else pd.to_datetime(values, utc=True)
             elif col in _STRING_COLUMNS:
-                out[col] = values.astype("string").fillna("")
+                out[col] = _strings(values)
             elif col == "priority":
                 out[col] = pd.to_numeric(values).fillna(0).astype("int64")
             else:
                 out[col] = pd.to_numeric(values).astype("float64")
         except (TypeError, ValueError) as exc:
             raise ValueError(f"column {col!r}: {exc}") from None
-    return out.reset_index(drop=True)
+    # one construction, no per-column re-alignment; copy=False keeps 10M-row tables cheap
+    return pd.DataFrame(out, index=df.index, copy=False).reset_index(drop=True)
+
+
+def _strings(values: pd.Series) -> pd.Series:
+    """As pandas strings with "" for missing. Label-like columns repeat few distinct values,
+    so the conversion runs on the distinct values and is spread back by code (fast at 10M rows)."""
+    if values.dtype == STRING:
+        return values.fillna("") if values.hasnans else values
+    codes, uniques = pd.factorize(values, use_na_sentinel=True)
+    table = pd.array(list(uniques.astype(str)) + [""], dtype=STRING)
+    return pd.Series(table[codes], index=values.index)  # sentinel -1 picks the trailing ""
 
 
 def empty(columns: list[str]) -> pd.DataFrame:

@@ -47,10 +47,13 @@ def simulate(out: Path, seed: int, days: float, nodes: int):
     return cluster
 
 
-@_step("2. What the telemetry says, per workload")
+@_step("2. What the telemetry says, per workload (GPUs with one pod)")
 def summarize(cluster) -> None:
     s = cluster.samples
     s = s[s["pod"] != ""]
+    # dcgm-exporter reports a shared GPU's values under every pod on it: keep GPUs with one pod
+    pods_on_gpu = s.groupby(["ts", "uuid"])["pod"].transform("nunique")
+    s = s[pods_on_gpu == 1]
     wide = s.pivot_table(index=["namespace", "pod", "ts"], columns="metric", values="value", aggfunc="mean")
     wide = wide.reset_index().merge(cluster.pods[["namespace", "pod", "workload"]], on=["namespace", "pod"])
     agg = {"pods": ("pod", "nunique")}

@@ -32,7 +32,8 @@ PROTOTYPES = {
     "serving_busy": (1.0, 1.0, 1.0, 0.6), "serving_idle": (0.06, 1.0, 0.05, 0.03),
 }
 DEFAULT_RULES = {
-    "idle_act": 0.04,       # below: no kernels running
+    "idle_act": 0.04,       # below: no kernels running (relative to the compute level)
+    "idle_sm": 0.03,        # or below this absolute SM activity (idle exporter noise ~0.02)
     "low_act": 0.2,         # below: SM essentially idle (start-up, checkpoint, stall)
     "compute_act": 0.7,     # at or above: steady compute; between: evaluation
     "startup_fb": 0.7,      # framebuffer below this share of peak: still loading
@@ -49,8 +50,8 @@ def relative_features(values: np.ndarray, columns: list[str]) -> tuple[np.ndarra
     sm = np.nan_to_num(col.get("sm", col.get("tensor", np.zeros(n))))
     # steady-compute level: p95 over samples with kernels running (a mostly idle notebook's
     # overall p95 would be its idle level)
-    busy_sm = sm[sm > 0.01]
-    ref = max(float(np.percentile(busy_sm, 95)) if len(busy_sm) else 0.0, 0.02)
+    busy_sm = sm[sm > 0.05]  # above the exporter's idle noise
+    ref = max(float(np.percentile(busy_sm, 95)) if len(busy_sm) else 0.0, 0.05)
     act = np.clip(sm / ref, 0, 1.5)
     fb = np.nan_to_num(col.get("fb", np.ones(n)))
     fbr = fb / max(float(fb.max()) if n else 1.0, 1.0)
@@ -58,8 +59,9 @@ def relative_features(values: np.ndarray, columns: list[str]) -> tuple[np.ndarra
     tx = np.nan_to_num(col.get("tx", np.zeros(n)))
     busy = act > 0.8
     pref = float(np.median(rx[busy])) if busy.sum() >= 3 else float(np.percentile(rx, 95))
-    pref = max(pref, 5e7)  # 50 MB/s floor: above the exporter noise
-    X = np.column_stack([act, fbr, np.clip(rx / pref, 0, 3), np.clip(tx / pref, 0, 3)])
+    pref = max(pref, 2e8)  # 200 MB/s floor: 10x the exporter noise (~20 MB/s)
+    # 5th column: absolute SM activity, for the idle gate only (segmenters use the first 4)
+    X = np.column_stack([act, fbr, np.clip(rx / pref, 0, 3), np.clip(tx / pref, 0, 3), sm])
     return X, {"sm_ref": ref, "pcie_ref": pref}
 
 
@@ -73,8 +75,9 @@ def is_serving(X: np.ndarray, rules: dict) -> bool:
 
 
 def label_means(m: np.ndarray, serving: bool, rules: dict) -> np.ndarray:
-    """Phase name for each row of segment means (act, fb, rx, tx)."""
+    """Phase name for each row of segment means (act, fb, rx, tx[, absolute sm])."""
     act, fb, rx, tx = m[:, 0], m[:, 1], m[:, 2], m[:, 3]
+    sm_abs = m[:, 4] if m.shape[1] > 4 else np.full(len(m), np.inf)
     out = np.empty(len(m), dtype=object)
     low = act < rules["low_act"]
     if serving:
@@ -86,7 +89,9 @@ def label_means(m: np.ndarray, serving: bool, rules: dict) -> np.ndarray:
     out[low] = "stall"
     out[low & (tx > rules["ckpt_tx"]) & (tx > rules["ckpt_tx_rx"] * rx)] = "checkpoint"
     out[fb < rules["startup_fb"]] = "startup"  # working set not allocated yet
-    out[(act < rules["idle_act"]) & (rx < 0.1) & (tx < 0.1)] = "idle"
+    # no kernels: relative to the pod's compute level, or in absolute terms (exporter noise)
+    out[((act < rules["idle_act"]) | (sm_abs < rules["idle_sm"])) & (rx < 0.1) & (tx < 0.1)
+        & (fb >= rules["startup_fb"])] = "idle"
     return out
 
 
@@ -144,6 +149,7 @@ class PhaseSegmenter:
             Xs, lens, total = [], [], 0
             for k in order:
                 X, _ = relative_features(ws.series(k)[1], ws.columns)
+                X = X[:, :len(FEATURES)]
                 if len(X) < 2:
                     continue
                 Xs.append(X), lens.append(len(X))
@@ -162,12 +168,13 @@ class PhaseSegmenter:
         if len(X) < 2:
             return np.zeros(min(len(X), 1), np.int64)
         if self.method == "hmm":
-            states = self.hmm_.predict(X)
+            states = self.hmm_.predict(X[:, :len(FEATURES)])
             return _runs(states)
         # CPD in chunks: KernelCPD's Pelt is quadratic in the worst case; chunk edges are
         # removed again by the merge of equal labels.
-        sd = np.median(np.abs(np.diff(X, axis=0)), axis=0) * 1.4826 / np.sqrt(2)
-        Z = X / np.maximum(sd, 0.01)
+        X4 = X[:, :len(FEATURES)]
+        sd = np.median(np.abs(np.diff(X4, axis=0)), axis=0) * 1.4826 / np.sqrt(2)
+        Z = X4 / np.maximum(sd, 0.01)
         out = [0]
         for a in range(0, len(X), self.chunk):
             z = Z[a:a + self.chunk]

@@ -34,15 +34,22 @@ def score(seg, ws, phases, mask) -> dict:
     return evaluate(seg, ws, phases, tol=2, series=ex)
 
 
-def tune(ws, phases, mask) -> tuple[float, dict]:
-    best = None
-    for pen, lo, hi in itertools.product((3, 10, 30, 100), (0.15, 0.2, 0.25), (0.65, 0.7, 0.75)):
-        seg = PhaseSegmenter(method="cpd", penalty=pen, rules={"low_act": lo, "compute_act": hi})
+def tune(ws, phases, mask) -> tuple[float, dict, str]:
+    """Grid on the tuning seed; the product defaults are kept unless a grid point beats them
+    by more than 0.002 in CP-F1 + macro-F1 (differences below that are seed noise)."""
+    d = PhaseSegmenter()
+    default = (d.penalty, {"low_act": d.rules_["low_act"], "compute_act": d.rules_["compute_act"]})
+    grid = [default] + [(pen, {"low_act": lo, "compute_act": hi}) for pen, lo, hi in
+                        itertools.product((3, 10, 30, 100), (0.15, 0.2, 0.25), (0.6, 0.65, 0.7, 0.75))]
+    scores = []
+    for pen, rules in grid:
+        seg = PhaseSegmenter(method="cpd", penalty=pen, rules=rules)
         r = score(seg.fit(ws), ws, phases, mask)
-        s = r["cp_f1"] + r["phase_macro_f1"]
-        if best is None or s > best[0]:
-            best = (s, pen, {"low_act": lo, "compute_act": hi})
-    return best[1], best[2]
+        scores.append(r["cp_f1"] + r["phase_macro_f1"])
+    i = int(np.argmax(scores))
+    if scores[i] - scores[0] <= 0.002:
+        return default[0], default[1], f"defaults kept (best grid point +{scores[i] - scores[0]:.4f})"
+    return grid[i][0], grid[i][1], f"grid point beats defaults by {scores[i] - scores[0]:.4f}"
 
 
 def period_eval(seed: int, seg_rules: dict, pen: float) -> list[dict]:
@@ -77,7 +84,7 @@ def period_eval(seed: int, seg_rules: dict, pen: float) -> list[dict]:
 def main() -> None:
     t0 = time.time()
     ws, ph, mask = cluster(TUNE)
-    pen, rules = tune(ws, ph, mask)
+    pen, rules, how = tune(ws, ph, mask)
     hmm_tuned = PhaseSegmenter(method="hmm", rules=rules).fit(ws)  # EM on the tuning seed
     rows, shared_rows = [], []
     for seed in EVAL:
@@ -109,7 +116,8 @@ def main() -> None:
     lines = header("Phase segmentation and iteration period vs. the generator's ground truth",
                    "nice .venv/bin/python bench/fingerprint_segmentation.py", [
         "data: `generate_cluster(SimConfig(seed, days=1, step_s=15))` (4 nodes x 4 A40); "
-        f"tuning on seed {TUNE} only (CPD penalty {pen}, thresholds {rules}, HMM EM fit), "
+        f"tuning on seed {TUNE} only (CPD penalty {pen}, thresholds {rules}: {how}; HMM EM "
+        "fit on the same seed), "
         f"scores on seeds {EVAL}",
         "scored series: (pod, GPU) series whose GPU shows no other pod (DCGM metrics are per "
         "GPU, so a shared GPU mixes two pods' phases; scored separately below)",

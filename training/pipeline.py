@@ -190,16 +190,18 @@ def run(history: History, registry: str, cfg: TrainConfig,
     if history.end - cfg.holdout <= history.start:
         raise ForesightError(f"history {history.start}..{history.end} is shorter than the "
                              f"backtest window {cfg.holdout}")
+    t1 = time.perf_counter()
     manifest = {"training_window": {}, "data_hash": data_hash(history),
                 "code_version": code_version()}
+    stages["data_hash"] = round(time.perf_counter() - t1, 3)
     results = []
     for name in cfg.kinds:
         if name not in KINDS:
             raise ForesightError(f"unknown model kind {name!r}: choose from {', '.join(KINDS)}")
         try:
             r = train_kind(name, history, reg, cfg, manifest, lambda s, n=name: on_step(n, s))
-        except ForesightError:
-            raise
+        except ForesightError as exc:  # this kind's input is unusable; the others go on
+            r = KindResult(name, "failed", str(exc))
         except Exception as exc:  # one kind's bug must not stop the others from publishing
             r = KindResult(name, "failed", f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             r.metrics = {"traceback": traceback.format_exc(limit=3)}

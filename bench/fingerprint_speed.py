@@ -31,7 +31,7 @@ def main() -> None:
     a = ap.parse_args()
     t = time.time()
     c = generate_cluster(SimConfig(seed=11, days=1, step_s=15, nodes=a.gpus // 8,
-                                   gpus_per_node=8, metrics=M, app_counter=False))
+                                   gpus_per_node=8, metrics=M, app_counter=False, load=1.5))
     gen = time.time() - t
     tmp = Path(tempfile.mkdtemp())
     write_tables(tmp, {"samples": c.samples})  # what `foresight simulate/ingest` leave
@@ -54,7 +54,7 @@ def main() -> None:
     lines = header("Fingerprint build speed", f"nice .venv/bin/python bench/fingerprint_speed.py "
                    f"--gpus {a.gpus} --runs {a.runs}", [
         f"data: generate_cluster(SimConfig(seed=11, days=1, step_s=15, nodes={a.gpus // 8}, "
-        f"gpus_per_node=8), 7 metrics): {n_rows:,} sample rows, {len(ws)} (pod, GPU) "
+        f"gpus_per_node=8, load=1.5), 7 metrics; load 1.5 keeps every GPU busy): {n_rows:,} sample rows, {len(ws)} (pod, GPU) "
         f"series, {steps:,} series-steps = {steps * 15 / 3600:,.0f} series-hours "
         f"({steps / (1000 * 5760):.2f} x the 1,000 pods x 24 h at 15 s volume); generated in "
         f"{gen:.0f} s (not timed)",

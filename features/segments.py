@@ -72,13 +72,16 @@ def _codes(col: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int64), np.asarray(levels, dtype=object).astype(str)
 
 
-def read_samples(path) -> pd.DataFrame:
+def read_samples(path, metrics: dict[str, str] | None = None) -> pd.DataFrame:
     """The samples Parquet with string columns kept dictionary-encoded (pandas categoricals):
-    wide_series then needs no string hashing, which dominates at tens of millions of rows."""
+    wide_series then needs no string hashing, which dominates at tens of millions of rows.
+    Only rows of `metrics` (default SERIES_METRICS) that carry a pod are read."""
     import pyarrow.parquet as pq
 
-    cols = ["node", "gpu", "uuid", "namespace", "pod", "metric"]
-    table = pq.read_table(path, read_dictionary=cols)
+    names = list((metrics or SERIES_METRICS).values())
+    cols = ["node", "gpu", "namespace", "pod", "metric"]
+    table = pq.read_table(path, columns=["ts", *cols, "value"], read_dictionary=cols,
+                          filters=[("metric", "in", names), ("pod", "!=", "")])
     return table.to_pandas()
 
 

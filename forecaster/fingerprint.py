@@ -49,12 +49,20 @@ def workload_keys(pods: pd.DataFrame, labels: pd.DataFrame | None,
     return joined.reindex(idx).fillna(fallback)
 
 
-def _stats(x: np.ndarray) -> dict:
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return {"mean": None, "p50": None, "p95": None}
-    return {"mean": round(float(x.mean()), 6), "p50": round(float(np.median(x)), 6),
-            "p95": round(float(np.percentile(x, 95)), 6)}
+def _stats_block(block: np.ndarray, columns: list[str]) -> dict:
+    """mean/p50/p95 of every column (one partition pass per column, NaN-aware if needed)."""
+    out = {}
+    for i, c in enumerate(columns):
+        x = block[:, i]
+        if np.isnan(x).any():
+            x = x[np.isfinite(x)]
+        if len(x) == 0:
+            out[c] = {"mean": None, "p50": None, "p95": None}
+            continue
+        p50, p95 = np.percentile(x, [50, 95])
+        out[c] = {"mean": round(float(x.mean()), 6), "p50": round(float(p50), 6),
+                  "p95": round(float(p95), 6)}
+    return out
 
 
 class FingerprintModel:
@@ -158,7 +166,7 @@ class FingerprintModel:
                 "duration_s": {"p50": round(float(np.median(d)), 3),
                                "p90": round(float(np.percentile(d, 90)), 3),
                                "segments": int(len(d))},
-                "metrics": {c: _stats(vals[m, i]) for i, c in enumerate(ws.columns)},
+                "metrics": _stats_block(vals[m], ws.columns),
             }
             if "power" in ws.columns:
                 phases[ph]["power_w"] = phases[ph]["metrics"]["power"]["mean"]

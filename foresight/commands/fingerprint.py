@@ -41,7 +41,8 @@ def _tables(data: Path) -> dict:
         return tables
     try:
         samples = read_samples(sp)
-        missing = [c for c in schema.GPU_SAMPLE_COLUMNS if c not in samples.columns]
+        missing = [c for c in schema.GPU_SAMPLE_COLUMNS
+                   if c not in samples.columns and c != "uuid"]  # uuid is not read
         if missing:
             raise ValueError(f"missing column(s) {', '.join(missing)}")
         pods = schema.conform(pd.read_parquet(pp), schema.POD_COLUMNS)

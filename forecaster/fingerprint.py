@@ -190,14 +190,16 @@ class FingerprintModel:
 
     @staticmethod
     def _example(ws: WideSeries, lab: list[np.ndarray], g: pd.DataFrame,
-                 points: int = 400) -> dict:
-        """The longest run, for `fingerprint show`: its phase segments and a block-averaged
-        copy (<= `points` points) of SM activity, framebuffer and power."""
+                 points: int = 600, hours: float = 4.0) -> dict:
+        """The first `hours` of the longest run, for `fingerprint show`: its phase segments
+        and a block-averaged copy (<= `points` points) of SM activity, framebuffer, power."""
         k = int(g["samples"].idxmax())
         t, v = ws.series(k)
+        keep = (t - t[0]) <= hours * 3600e9 if len(t) else np.zeros(0, bool)
+        t, v, labk = t[keep], v[keep], lab[k][keep]
         rel = (t - t[0]) / 1e9
-        st = _runs(lab[k])
-        en = np.r_[st[1:], len(lab[k])]
+        st = _runs(labk)
+        en = np.r_[st[1:], len(labk)]
         step = float(np.median(np.diff(rel))) if len(rel) > 1 else 0.0
         block = max(1, int(np.ceil(len(t) / points)))
         n = len(t) // block * block or len(t)
@@ -210,7 +212,7 @@ class FingerprintModel:
         return {"namespace": str(g.loc[k, "namespace"]), "pod": str(g.loc[k, "pod"]),
                 "start": str(pd.Timestamp(int(t[0]), tz="UTC")) if len(t) else None,
                 "step_s": step,
-                "segments": [[str(lab[k][a]), round(float(rel[a]), 1),
+                "segments": [[str(labk[a]), round(float(rel[a]), 1),
                               round(float((b - a) * step), 1)] for a, b in zip(st, en)],
                 "series": series}
 

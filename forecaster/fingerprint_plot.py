@@ -32,7 +32,7 @@ def plot_fingerprint(name: str, fp: dict, out: str | Path) -> None:
         ax.plot(t, s["sm"], color="black", lw=0.9, label="SM active")
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("SM active (fraction)")
-    ax.set_xlabel(f"hours since start of {ex['pod']} (the longest run; shaded: detected phases)")
+    ax.set_xlabel(f"hours since start of {ex['pod']} (first hours of the longest run; shaded: detected phases)")
     lines = list(ax.get_lines())
     if "power" in s:
         ax2 = ax.twinx()

@@ -128,12 +128,13 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
         lap("features")
         on_step("fit")
         if cfg.dask_client is not None and hasattr(mod, "fit_dask"):
-            model = mod.fit_dask(train, cfg, cfg.dask_client)
+            model, trainer = mod.fit_dask(train, cfg, cfg.dask_client), "lightgbm.dask"
         else:
-            model = mod.fit(train, cfg)
+            model, trainer = mod.fit(train, cfg), "local"
         lap("fit")
         on_step("backtest")
-        res.metrics, res.predictions = mod.score(model, test, train)
+        scored, res.predictions = mod.score(model, test, train)
+        res.metrics = {**scored, "trainer": trainer}
         lap("backtest")
         on_step("compare")
         res.in_service, res.service_metrics, note = _service_metrics(reg, mod, test, train)

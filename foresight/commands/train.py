@@ -118,7 +118,11 @@ def register(app: typer.Typer) -> None:
                 if kind != "data":
                     bar.advance(task)
 
-            result = run(history, registry, cfg, on_step)
+            try:
+                result = run(history, registry, cfg, on_step)
+            finally:
+                if cfg.dask_client is not None:
+                    cfg.dask_client.close()
             bar.update(task, description="report")
             _, report = write_report(result, registry, out)
             bar.update(task, completed=bar.tasks[0].total, description="done")

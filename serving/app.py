@@ -1,0 +1,216 @@
+"""The prediction REST API: FastAPI app factory, versioned routes, orjson answers.
+
+`create_api(store, hook=None, settings)` builds the app; nothing is loaded at import time (the
+store loads models in `refresh()`, started by the caller). Every route reads the model it
+needs once (`store.get`), so a hot swap in the middle of a request cannot mix two versions.
+A missing model is a 503 with the reason; bad input is a 422 naming the field.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from foresight.errors import ForesightError
+from serving import metrics
+from serving.demand import DemandService
+from serving.schemas import (DemandRequest, DemandResponse, Fingerprint, FingerprintPrediction,
+                             InterferenceRequest, InterferenceResponse, JobMeta, Problem,
+                             ScoreRequest)
+from serving.security import Guard, ORJSONResponse
+from serving.store import KINDS, ModelStore
+
+_ERRORS = {422: {"model": Problem, "description": "bad input: the field is named"},
+           503: {"model": Problem, "description": "model missing: the reason is given"}}
+_PAIR_COLUMNS: list[str] | None = None
+
+
+@dataclass
+class Settings:
+    token: str | None = None          # bearer token; None = no authentication
+    max_body_bytes: int = 16 * 1024 * 1024
+    extender: bool = False            # mount the kube-scheduler extender verbs too
+
+
+def _problem(status: int, error: str, detail: Any = None) -> ORJSONResponse:
+    return ORJSONResponse({"error": error, "detail": detail}, status_code=status)
+
+
+def _missing(kind: str, store: ModelStore) -> ORJSONResponse:
+    metrics.FALLBACKS.labels(kind).inc()
+    reason = store.status[kind].error or f"no {kind} model loaded"
+    return _problem(503, f"{kind} model unavailable: {reason}")
+
+
+def _floats(a: Any) -> list[float]:
+    """Finite floats for JSON (a model never answers NaN to a client; 0 marks none)."""
+    return np.nan_to_num(np.asarray(a, float), nan=0.0, posinf=0.0, neginf=0.0).tolist()
+
+
+def _fp_summary(fp: dict) -> dict:
+    return {k: v for k, v in fp.items() if k != "example_run"}
+
+
+def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = None,
+               demand: DemandService | None = None) -> FastAPI:
+    settings = settings or Settings()
+    demand = demand or DemandService(None)
+    app = FastAPI(title="Foresight prediction API", version="1",
+                  default_response_class=ORJSONResponse,
+                  description="Fingerprints, interference, demand forecasts and node scores "
+                              "from the models in the Foresight registry.")
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(request: Request, exc: RequestValidationError) -> ORJSONResponse:
+        errs = exc.errors()
+        first = errs[0] if errs else {}
+        field = ".".join(str(p) for p in first.get("loc", ()) if p != "body")
+        detail = [{"field": ".".join(str(p) for p in e.get("loc", ())),
+                   "message": e.get("msg", "")} for e in errs[:20]]
+        return _problem(422, f"{field or 'body'}: {first.get('msg', 'invalid')}", detail)
+
+    @app.get("/healthz", tags=["ops"])
+    async def healthz() -> dict:
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["ops"], responses={503: {"description": "no model loaded"}})
+    async def readyz() -> ORJSONResponse:
+        models = store.readiness()
+        ready = any(m["loaded"] for m in models.values())
+        body: dict[str, Any] = {"ready": ready, "models": models}
+        if hook is not None:
+            body["extender"] = hook.readiness()
+        return ORJSONResponse(body, status_code=200 if ready else 503)
+
+    @app.get("/metrics", tags=["ops"], response_class=Response)
+    async def prom() -> Response:
+        now = time.time()
+        for kind in KINDS:
+            m = store.get(kind)
+            metrics.MODEL_AGE.labels(kind).set(now - m.loaded_at if m else -1)
+            metrics.REFUSED.labels(kind).set(1 if store.status[kind].refused_version else 0)
+        if hook is not None:
+            hook.readiness()
+        return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.post("/v1/interference", tags=["predict"], response_model=InterferenceResponse,
+              responses=_ERRORS)
+    def interference(req: InterferenceRequest) -> ORJSONResponse:
+        """Predicted co-located/solo speed of each side of each pair, and its p10 bound.
+        Up to 10,000 pairs a call, predicted in one vectorized call."""
+        m = store.get("interference")
+        if m is None:
+            return _missing("interference", store)
+        rows = [r.__dict__ for r in req.pairs]
+        df = pd.DataFrame.from_records(rows)
+        df = df.dropna(axis=1, how="all")  # absent columns are absent, not NaN features
+        try:
+            out = m.model.predict(df)
+        except ForesightError as exc:
+            return _problem(422, f"pairs: {exc}")
+        metrics.PREDICTIONS.labels("interference").inc(len(df))
+        cols = {c: _floats(out[c]) for c in ("a_speed_pred", "b_speed_pred", "a_speed_p10",
+                                             "b_speed_p10")}
+        preds = [dict(zip(cols, vals)) for vals in zip(*cols.values())]
+        return ORJSONResponse({"model_version": m.version, "predictions": preds})
+
+    @app.post("/v1/fingerprint", tags=["predict"], response_model=FingerprintPrediction,
+              responses=_ERRORS)
+    def fingerprint(job: JobMeta) -> ORJSONResponse:
+        """A job's predicted fingerprint and peak-framebuffer bound, before it starts: its
+        workload's own when the key is known, else the most similar known workload's."""
+        m = store.get("fingerprint")
+        if m is None:
+            return _missing("fingerprint", store)
+        row = {k: v for k, v in job.model_dump().items() if v is not None}
+        p = m.model.predictor.predict(pd.DataFrame([row]) if row else pd.DataFrame(index=[0]))
+        used = str(p["workload"].iloc[0])
+        fps = getattr(m.model.fingerprints, "fingerprints_", {}) or {}
+        metrics.PREDICTIONS.labels("fingerprint").inc()
+        return ORJSONResponse({
+            "model_version": m.version, "source": str(p["source"].iloc[0]), "workload": used,
+            "peak_fb_p50_mib": _floats(p["peak_fb_p50_mib"])[0],
+            "peak_fb_upper_mib": _floats(p["peak_fb_upper_mib"])[0],
+            "fingerprint": _fp_summary(fps[used]) if used in fps else None})
+
+    @app.get("/v1/fingerprints/{workload:path}", tags=["predict"], response_model=Fingerprint,
+             responses={**_ERRORS, 404: {"model": Problem, "description": "unknown workload"}})
+    def fingerprint_of(workload: str) -> ORJSONResponse:
+        """The fingerprint learned for one workload key (phases, transitions, peak memory)."""
+        m = store.get("fingerprint")
+        if m is None:
+            return _missing("fingerprint", store)
+        fps = getattr(m.model.fingerprints, "fingerprints_", {}) or {}
+        if workload not in fps:
+            return _problem(404, f"workload {workload!r} has no fingerprint in version "
+                                 f"{m.version}", {"known": sorted(fps)[:100]})
+        return ORJSONResponse({"model_version": m.version, "workload": workload,
+                               "fingerprint": _fp_summary(fps[workload])})
+
+    def _demand(queue: str | None, horizon: str | None, series: pd.DataFrame | None,
+                ) -> ORJSONResponse:
+        m = store.get("demand")
+        if m is None:
+            return _missing("demand", store)
+        try:
+            body = demand.forecast(m, queue, horizon, series, hook)
+        except LookupError as exc:  # no series to forecast from
+            metrics.FALLBACKS.labels("demand").inc()
+            return _problem(503, str(exc))
+        except ValueError as exc:  # the argument named in the message
+            return _problem(422, str(exc))
+        metrics.PREDICTIONS.labels("demand").inc(len(body["forecasts"]))
+        return ORJSONResponse(body)
+
+    @app.get("/v1/demand", tags=["predict"], response_model=DemandResponse, responses=_ERRORS)
+    def demand_get(queue: str | None = Query(None, max_length=253),
+                   horizon: str | None = Query(None, max_length=32)) -> ORJSONResponse:
+        """Quantile forecasts (p10/p50/p90 GPUs requested over the horizon) per queue, from the
+        server's recent demand series, and the forecast mix of pod shapes."""
+        return _demand(queue, horizon, None)
+
+    @app.post("/v1/demand", tags=["predict"], response_model=DemandResponse, responses=_ERRORS)
+    def demand_post(req: DemandRequest, horizon: str | None = Query(None, max_length=32)
+                    ) -> ORJSONResponse:
+        """The same forecast from a demand series sent in the body (Nixtla long format)."""
+        try:
+            s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
+            s["ds"] = pd.to_datetime(s["ds"], utc=True).dt.tz_localize(None)
+        except (ValueError, TypeError, OverflowError) as exc:
+            return _problem(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
+        return _demand(req.queue, horizon, s)
+
+    @app.post("/v1/score", tags=["score"], responses=_ERRORS)
+    def score(req: ScoreRequest) -> ORJSONResponse:
+        """Per-node component scores and reasons for a pod: the extender's own scoring, for
+        Volcano, KAI or Koordinator to call."""
+        if hook is None:
+            metrics.FALLBACKS.labels("score").inc()
+            return _problem(503, "scoring unavailable: the API runs without cluster state "
+                                 "(start it with --snapshot or in a cluster)")
+        from scheduler_hook.podspec import PodSpecError
+
+        try:
+            pod = hook.pod(req.pod)
+        except (PodSpecError, ValueError, TypeError, KeyError, AttributeError) as exc:
+            return _problem(422, f"pod: {exc}")
+        d = hook.scorer.decide(pod, list(req.nodes))
+        if d.fallback:
+            metrics.FALLBACKS.labels("score").inc()
+        out = d.explain()
+        out["scoring"] = "fallback: allocation-based packing" if d.fallback else "model-based"
+        return ORJSONResponse(out)
+
+    if settings.extender and hook is not None:
+        from scheduler_hook.app import build_router
+
+        app.include_router(build_router(hook))
+    app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
+    return app

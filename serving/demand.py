@@ -1,0 +1,118 @@
+"""Demand forecasts for the API: the DemandForecaster in service over a recent demand series.
+
+The model holds no data, so a forecast needs the recent bins of each queue: either the series
+the operator points the server at (`--demand-series`, a CSV or Parquet file in Nixtla long
+format, re-read when it changes) or one sent in a POST body. Forecasts from the server's series
+are cached per (model version, file change): the answer only moves when either does.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from foresight.errors import ForesightError
+
+
+def read_series(path: str | Path) -> pd.DataFrame:
+    p = Path(path)
+    try:
+        df = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except FileNotFoundError:
+        raise ForesightError(f"demand series not found: {p}") from None
+    except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error
+        raise ForesightError(f"demand series {p} unreadable: {exc}") from None
+    missing = {"unique_id", "ds", "y"} - set(df.columns)
+    if missing:
+        raise ForesightError(f"demand series {p} lacks columns {sorted(missing)}")
+    df = df[["unique_id", "ds", "y"]].copy()
+    df["unique_id"] = df["unique_id"].astype(str)
+    df["ds"] = pd.to_datetime(df["ds"], utc=True).dt.tz_localize(None)
+    return df
+
+
+class DemandService:
+    def __init__(self, series_path: str | Path | None) -> None:
+        self.path = Path(series_path) if series_path else None
+        self._cache: dict[tuple, dict] = {}
+        self._lock = threading.Lock()
+
+    def _server_series(self) -> tuple[pd.DataFrame, float]:
+        if self.path is None:
+            raise LookupError("no recent demand series: start the server with --demand-series "
+                              "or POST the series to /v1/demand")
+        try:
+            mtime = self.path.stat().st_mtime
+        except OSError:
+            raise LookupError(f"demand series {self.path} is not readable now") from None
+        return read_series(self.path), mtime
+
+    def forecast(self, loaded: Any, queue: str | None, horizon: str | None,
+                 series: pd.DataFrame | None, hook: Any = None) -> dict:
+        model = loaded.model
+        span = pd.Timedelta(model.freq) * int(model.horizon)
+        if horizon is not None:
+            try:
+                asked = pd.Timedelta(horizon)
+            except ValueError:
+                raise ValueError(f"horizon: {horizon!r} is not a duration such as "
+                                 f"'{_fmt(span)}'") from None
+            if asked != span:
+                raise ValueError(f"horizon: model version {loaded.version} forecasts "
+                                 f"{_fmt(span)} ahead only (asked {horizon})")
+        if series is None:
+            key = (loaded.version, self.path)
+            with self._lock:
+                try:
+                    mtime = self.path.stat().st_mtime if self.path else None
+                except OSError:
+                    mtime = None
+                hit = self._cache.get(key)
+                if hit is None or hit["mtime"] != mtime:
+                    s, mtime = self._server_series()
+                    hit = {"mtime": mtime, "rows": _rows(model, s)}
+                    self._cache = {key: hit}
+                rows = hit["rows"]
+        else:
+            rows = _rows(model, series)
+        if queue is not None:
+            rows = [r for r in rows if r["queue"] == queue]
+            if not rows:
+                raise ValueError(f"queue: {queue!r} is not in the demand series")
+        mix, src = _shape_mix(hook)
+        return {"model_version": loaded.version, "freq": str(model.freq), "horizon": _fmt(span),
+                "forecasts": rows, "shape_mix": mix, "shape_mix_source": src}
+
+
+def _rows(model: Any, s: pd.DataFrame) -> list[dict]:
+    try:
+        out = model.predict(s)
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ValueError(f"series: cannot forecast from it ({str(exc)[:160]})") from None
+    out = out.fillna(0.0)
+    return [{"queue": str(q), "origin": pd.Timestamp(o).isoformat(), "p10": float(a),
+             "p50": float(b), "p90": float(c)}
+            for q, o, a, b, c in zip(out["unique_id"], out["origin"], out["p10"], out["p50"],
+                                     out["p90"])]
+
+
+def _shape_mix(hook: Any) -> tuple[list[dict] | None, str]:
+    """The pod-shape mix the fragmentation score uses: the shapes the extender has seen (no
+    shape-mix model is published to the registry yet)."""
+    if hook is None:
+        return None, "none: no cluster state (start with --snapshot or in a cluster)"
+    with hook.state.lock:
+        counts = dict(hook.state.shape_counts)
+    total = float(sum(counts.values()))
+    if total <= 0:
+        return [], "no pods seen yet"
+    mix = [{"gpus": int(g), "milli": int(m), "share": round(c / total, 6)}
+           for (g, m), c in sorted(counts.items(), key=lambda kv: -kv[1])]
+    return mix, f"mix of {int(total)} pods seen by the extender"
+
+
+def _fmt(td: pd.Timedelta) -> str:
+    s = int(td.total_seconds())
+    return f"{s // 3600}h" if s % 3600 == 0 else f"{s // 60}min" if s % 60 == 0 else f"{s}s"

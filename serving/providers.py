@@ -1,0 +1,79 @@
+"""Adapters from registry models to the scheduler hook's provider interfaces.
+
+The hook's scores ask narrow questions (peak framebuffer of these workloads, speed of this
+workload beside those); these classes answer them from the models the API store loaded, so the
+extender and the REST API score with the same models. Unknown workloads answer NaN, which the
+scores read as "no prediction".
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+
+class InterferenceAdapter:
+    """`InterferenceProvider` over an InterferenceModel: one vectorized predict per call."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+    def speeds(self, workload: str, others: Sequence[str], sharing: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+        if not others:
+            return np.zeros(0), np.zeros(0)
+        pairs = pd.DataFrame({"a_workload": [workload] * len(others),
+                              "b_workload": [str(o) for o in others],
+                              "sharing": [sharing or ""] * len(others)})
+        out = self.model.predict(pairs)
+        return out["a_speed_pred"].to_numpy(float), out["b_speed_pred"].to_numpy(float)
+
+
+class FingerprintAdapter:
+    """`FingerprintProvider` over the fingerprint kind's Bundle (fingerprints + predictor)."""
+
+    def __init__(self, bundle: Any) -> None:
+        fps = getattr(bundle.fingerprints, "fingerprints_", {}) or {}
+        # Precomputed once per model version: the hot path is a dict lookup.
+        self._peak = {w: _peak(fp) for w, fp in fps.items()}
+        self._power = {w: _power(fp) for w, fp in fps.items()}
+        center = getattr(bundle.predictor, "center_", {}) or {}
+        qk = getattr(bundle.predictor, "q_key_", {}) or {}
+        for w, c in center.items():  # the predictor's conformal upper bound where no run peak
+            if not np.isfinite(self._peak.get(w, np.nan)):
+                self._peak[w] = float(np.exp(c + qk.get(w, 0.0)))
+
+    def peak_fb_mib(self, workloads: Sequence[str]) -> np.ndarray:
+        return np.array([self._peak.get(w, np.nan) for w in workloads], float)
+
+    def power_w(self, workloads: Sequence[str]) -> np.ndarray:
+        return np.array([self._power.get(w, np.nan) for w in workloads], float)
+
+
+def _peak(fp: dict) -> float:
+    p = (fp.get("peak_fb_mib") or {}).get("p95")
+    return float(p) if p is not None else float("nan")
+
+
+def _power(fp: dict) -> float:
+    """Time-share-weighted mean power over phases (NaN when no phase reports power)."""
+    num = den = 0.0
+    for ph in (fp.get("phases") or {}).values():
+        w, share = ph.get("power_w"), ph.get("time_share") or 0.0
+        if w is not None:
+            num, den = num + w * share, den + share
+    return num / den if den > 0 else float("nan")
+
+
+def install(store: Any, providers: Any, max_age_s: float) -> None:
+    """Feed the hook's ProviderSet from the store: now and on every swap."""
+    def on_swap(loaded: Any) -> None:
+        adapter = {"interference": InterferenceAdapter,
+                   "fingerprint": FingerprintAdapter}.get(loaded.kind)
+        if adapter is not None:
+            providers.set(loaded.kind, adapter(loaded.model), max_age_s)
+
+    store.on_swap.append(on_swap)
+    for loaded in list(store.models.values()):
+        on_swap(loaded)

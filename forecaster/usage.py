@@ -8,8 +8,9 @@ Why it can beat "mean of the last horizon": jobs move between phases whose level
 from their own history (steady-compute level = the running max; an evaluation or a stall is a
 dip that ends). So the features describe the pod's current phase relative to its own levels:
 recent means vs. the long-run max, how long the current level has lasted, how long since the
-pod was last at its compute level. The model predicts the change from the mean of the last
-horizon, in units of the series' running max (one model serves every pod and metric scale).
+pod was last at its compute level. The model predicts the change from a base forecast (the
+mean of the last horizon, or the last value for step-like series such as framebuffer; chosen
+on the validation tail), in units of the series' running max (one model, every pod and scale).
 Quantiles p10/p90: split-conformal on a validation tail of the training window.
 Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
 """
@@ -111,12 +112,22 @@ class UsageForecaster:
         ok = np.isfinite(d["y_true"]) & np.isfinite(d["mean_last_h"]) & (d["X"]["age"] >= 1)
         if ok.sum() < 100:
             raise ValueError("not enough training origins (need >= 100 with a full horizon)")
-        target = (d["y_true"] - d["mean_last_h"]) / d["scale"]
+        ok &= np.isfinite(d["last_value"])
         t = pd.to_datetime(d["origins"], utc=True)
         cut = t[ok].sort_values()[int(len(t[ok]) * (1 - self.val_frac))]
         fit_rows, val_rows = ok & (t < cut), ok & (t >= cut)
-        m = self._lgb().fit(d["X"][fit_rows], target[fit_rows])
-        pv = d["mean_last_h"][val_rows] + m.predict(d["X"][val_rows]) * d["scale"][val_rows]
+        # The model corrects a base forecast; which base suits the metric (smooth levels vs.
+        # step-like framebuffer) is chosen on the validation tail of the training window.
+        best = None
+        for base in ("mean_last_h", "last_value"):
+            target = (d["y_true"] - d[base]) / d["scale"]
+            m = self._lgb().fit(d["X"][fit_rows], target[fit_rows])
+            pv = d[base][val_rows] + m.predict(d["X"][val_rows]) * d["scale"][val_rows]
+            mae = float(np.mean(np.abs(d["y_true"][val_rows] - pv)))
+            if best is None or mae < best[0]:
+                best = (mae, base, pv)
+        _, self.base_, pv = best
+        target = (d["y_true"] - d[self.base_]) / d["scale"]
         z = (d["y_true"][val_rows] - pv) / d["scale"][val_rows]
         a = (1 - self.coverage) / 2
         self.q_lo_, self.q_hi_ = float(np.quantile(z, a)), float(np.quantile(z, 1 - a))
@@ -133,9 +144,9 @@ class UsageForecaster:
         d = self.design(df)
         t = pd.to_datetime(d["origins"], utc=True)
         rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) &
-                          np.isfinite(d["mean_last_h"]))
+                          np.isfinite(d["mean_last_h"]) & np.isfinite(d["last_value"]))
         s = d["scale"][rows]
-        p50 = d["mean_last_h"][rows] + self.model_.predict(d["X"].loc[rows, self.features_]) * s
+        p50 = d[self.base_][rows] + self.model_.predict(d["X"].loc[rows, self.features_]) * s
         p50 = np.maximum(p50, 0.0)
         return pd.DataFrame({
             "unique_id": d["ids"][rows], "origin": d["origins"][rows],
@@ -149,7 +160,7 @@ class UsageForecaster:
         p.mkdir(parents=True, exist_ok=True)
         (p / "model.txt").write_text(self.model_.booster_.model_to_string())
         (p / "manifest.json").write_text(json.dumps({
-            "schema_version": SCHEMA_VERSION, "horizon": self.horizon,
+            "schema_version": SCHEMA_VERSION, "horizon": self.horizon, "base": self.base_,
             "features": self.features_, "q_lo": self.q_lo_, "q_hi": self.q_hi_,
             "ses_alpha": self.ses_alpha_, "ses_grid": list(self.ses_grid)}, indent=1))
 
@@ -161,7 +172,7 @@ class UsageForecaster:
             raise ValueError(f"usage model schema_version {man.get('schema_version')!r}")
         m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]))
         m.features_, m.q_lo_, m.q_hi_ = man["features"], man["q_lo"], man["q_hi"]
-        m.ses_alpha_ = man["ses_alpha"]
+        m.ses_alpha_, m.base_ = man["ses_alpha"], man["base"]
         m.model_ = _Booster(lgb.Booster(model_file=str(p / "model.txt")))
         return m
 

@@ -29,7 +29,6 @@ from serving.store import KINDS, ModelStore
 
 _ERRORS = {422: {"model": Problem, "description": "bad input: the field is named"},
            503: {"model": Problem, "description": "model missing: the reason is given"}}
-_PAIR_COLUMNS: list[str] | None = None
 
 
 @dataclass
@@ -83,11 +82,14 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
     @app.get("/readyz", tags=["ops"], responses={503: {"description": "no model loaded"}})
     async def readyz() -> ORJSONResponse:
         models = store.readiness()
-        ready = any(m["loaded"] for m in models.values())
-        body: dict[str, Any] = {"ready": ready, "models": models}
-        if hook is not None:
-            body["extender"] = hook.readiness()
-        return ORJSONResponse(body, status_code=200 if ready else 503)
+        # The extender's fields stay at top level (its probes and tests read them there).
+        body: dict[str, Any] = {**(hook.readiness() if hook is not None else {}),
+                                "models": models}
+        # With the extender mounted, cluster state is what readiness means (scoring degrades
+        # to packing without models); the API alone is ready once any model serves.
+        if not (settings.extender and hook is not None):
+            body["ready"] = any(m["loaded"] for m in models.values())
+        return ORJSONResponse(body, status_code=200 if body["ready"] else 503)
 
     @app.get("/metrics", tags=["ops"], response_class=Response)
     async def prom() -> Response:
@@ -108,9 +110,14 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
         m = store.get("interference")
         if m is None:
             return _missing("interference", store)
-        rows = [r.__dict__ for r in req.pairs]
-        df = pd.DataFrame.from_records(rows)
-        df = df.dropna(axis=1, how="all")  # absent columns are absent, not NaN features
+        df = pd.DataFrame.from_records(req.pairs)
+        for side in ("a", "b"):  # each side needs a workload or a solo feature
+            cols = [c for c in df.columns if c.startswith(f"{side}_")]
+            blank = df[cols].isna().all(axis=1).to_numpy() if cols else np.ones(len(df), bool)
+            if blank.any():
+                i = int(np.flatnonzero(blank)[0])
+                return _problem(422, f"pairs.{i}: side {side!r} is not described: give "
+                                     f"{side}_workload or solo features such as {side}_sm_active")
         try:
             out = m.model.predict(df)
         except ForesightError as exc:

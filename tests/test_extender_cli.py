@@ -54,8 +54,9 @@ def test_serve_snapshot_answers_health_then_scores(tmp_path):
 
 
 def test_serve_user_errors_are_one_line(tmp_path):
-    r = run_cli("serve", "--only", "api", "--snapshot", "x.json")
-    assert r.returncode == 2 and "only 'extender'" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("serve", "--only", "bogus", "--snapshot", "x.json")
+    assert r.returncode == 2 and "'extender', 'api' or 'all'" in r.stderr \
+        and "Traceback" not in r.stderr
     r = run_cli("serve", "--snapshot", str(tmp_path / "missing.json"), "--port", "1")
     assert r.returncode == 2 and "snapshot not found" in r.stderr
     from foresight.cli import main

@@ -1,4 +1,4 @@
-"""`foresight serve`: the scheduler extender (and, later, the REST API) over HTTP."""
+"""`foresight serve`: the scheduler extender and the prediction REST API over HTTP."""
 from __future__ import annotations
 
 import logging
@@ -59,7 +59,8 @@ def _reload_loop(hook: Any, registry: Path, every_s: float, stop: threading.Even
 def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
-        only: str = typer.Option("extender", "--only", help="Which service: 'extender'."),
+        only: str = typer.Option("all", "--only",
+                                 help="Which service: 'extender', 'api' or 'all' (both)."),
         snapshot: Optional[Path] = typer.Option(
             None, "--snapshot", help="`kubectl get nodes,pods -A -o json` output; else watch "
             "the cluster of the in-cluster config or kubeconfig."),
@@ -71,28 +72,46 @@ def register(app: typer.Typer) -> None:
         kubeconfig: Optional[Path] = typer.Option(None, "--kubeconfig"),
         reload_s: float = typer.Option(300.0, "--reload-s", help="Registry reload period."),
         log_level: str = typer.Option("info", "--log-level"),
+        token_file: Optional[Path] = typer.Option(
+            None, "--token-file", help="API bearer token (else env FORESIGHT_API_TOKEN; "
+            "neither: no authentication)."),
+        tls_cert: Optional[Path] = typer.Option(None, "--tls-cert", help="TLS certificate."),
+        tls_key: Optional[Path] = typer.Option(None, "--tls-key", help="TLS private key."),
+        demand_series: Optional[Path] = typer.Option(
+            None, "--demand-series", help="Recent demand series (CSV/Parquet, unique_id,ds,y) "
+            "for GET /v1/demand."),
+        max_body_mb: float = typer.Option(16.0, "--max-body-mb", help="Request body limit."),
     ) -> None:
-        """Serve the kube-scheduler extender (filter, prioritize, bind, explain)."""
-        if only != "extender":
-            raise ForesightError(f"--only {only!r}: only 'extender' is available")
+        """Serve the kube-scheduler extender and/or the prediction API."""
+        if only not in ("extender", "api", "all"):
+            raise ForesightError(f"--only {only!r}: choose 'extender', 'api' or 'all'")
         if not 0 < port < 65536:
             raise ForesightError(f"--port {port}: not a TCP port")
         import uvicorn
 
         from scheduler_hook.app import create_app
 
+        from serving.cli import build_api
+
         logging.basicConfig(level=log_level.upper(), format="%(message)s")
-        hook, watcher = build_extender(snapshot, registry, config, kubeconfig)
-        stop = threading.Event()
+        if (tls_cert is None) != (tls_key is None):
+            raise ForesightError("--tls-cert and --tls-key go together")
+        hook = watcher = None
+        if only != "api" or snapshot is not None or kubeconfig is not None:
+            hook, watcher = build_extender(snapshot, registry, config, kubeconfig)
+        # The API's model store feeds the extender's providers too (one reload loop).
+        app, poller = build_api(only, hook, registry, reload_s, token_file, demand_series,
+                                int(max_body_mb * 1024 * 1024))
+        if app is None:
+            app = create_app(hook)
         if watcher is not None:
             watcher.start()
-        if registry is not None:
-            threading.Thread(target=_reload_loop, args=(hook, registry, reload_s, stop),
-                             daemon=True).start()
         try:
-            uvicorn.run(create_app(hook), host=host, port=port, log_level=log_level,
-                        access_log=False)
+            uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
+                        ssl_certfile=str(tls_cert) if tls_cert else None,
+                        ssl_keyfile=str(tls_key) if tls_key else None)
         finally:
-            stop.set()
+            if poller is not None:
+                poller.stop()
             if watcher is not None:
                 watcher.stop()

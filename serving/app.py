@@ -118,6 +118,12 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
                 i = int(np.flatnonzero(blank)[0])
                 return _problem(422, f"pairs.{i}: side {side!r} is not described: give "
                                      f"{side}_workload or solo features such as {side}_sm_active")
+        # A solo feature given for one side only is "unknown" on the other: add that column
+        # (the model rejects a table with a feature on one side only).
+        for c in [c for c in df.columns if c[:2] in ("a_", "b_") and c[2:] != "workload"]:
+            twin = ("b_" if c[0] == "a" else "a_") + c[2:]
+            if twin not in df.columns:
+                df[twin] = np.nan
         try:
             out = m.model.predict(df)
         except ForesightError as exc:

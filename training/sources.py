@@ -73,20 +73,26 @@ def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30
     Raises SourceUnavailable when the server is down and ForesightError when what it returns
     covers less than `min_coverage` of the window for any metric the models need.
     """
-    from features.catalog import LabelConfig
+    from features.catalog import DEFAULT_GPU_METRICS, LabelConfig
     from features.ingest import ingest
     from features.prometheus import PrometheusSource
     from features.telemetry import gpu_samples_from_frame
 
     src = source or PrometheusSource(url, **auth)
-    res = ingest(src, start, end, step_s=step_s)
-    frames = [res.samples]
-    prog = src.query_range(PROGRESS_METRIC, start, end, step_s)  # optional app counter
-    if not prog.empty:
-        frames.append(gpu_samples_from_frame(prog, PROGRESS_METRIC, LabelConfig()))
+    res = ingest(src, start, end, step_s=step_s)  # the default set; absent ones are listed
+    frames, missing = [res.samples], list(res.missing)
+    # what the kinds also read beyond ingest's default set (optional: profiling metrics and
+    # the app progress counter are often not exported)
+    for name in (m for m in TRAINING_METRICS if m not in DEFAULT_GPU_METRICS):
+        df = src.query_range(name, start, end, step_s)
+        if df.empty:
+            missing.append(name)
+        else:
+            frames.append(gpu_samples_from_frame(df, name, LabelConfig()))
     samples = pd.concat(frames, ignore_index=True)
     t0, t1 = pd.Timestamp(start), pd.Timestamp(end)
-    need = [m for m in TELEMETRY_FEATURES if m not in res.missing]
+    # partial = present but with holes; wholly absent metrics are reported, not refused
+    need = [m for m in TRAINING_METRICS if m not in missing]
     cov = coverage(samples, t0, t1, step_s, need)
     short = {m: c for m, c in cov.items() if c < min_coverage}
     if short:
@@ -97,5 +103,5 @@ def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30
             f"short); models in service left untouched")
     if res.pods.empty:
         raise ForesightError(f"{url} returned no pods (kube-state-metrics) for the window")
-    notes = [f"metrics absent at the source: {', '.join(res.missing)}"] if res.missing else []
+    notes = [f"metrics absent at the source: {', '.join(missing)}"] if missing else []
     return History(samples, res.pods, res.queues, t0, t1, f"prometheus {url}", notes=notes)

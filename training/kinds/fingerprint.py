@@ -42,8 +42,15 @@ def prepare(history, cfg) -> dict:
     jobs = job_table(history.pods, history.pod_labels, DEFAULT_KEY).merge(
         peak_runs(runs), on=["namespace", "pod"])
     times = history.pods.assign(key=_key(history.pods)).drop_duplicates("key").set_index("key")
-    jobs = jobs.assign(started=_key(jobs).map(times["started"]),
-                       finished=_key(jobs).map(times["finished"]))
+    # kube_pod_completion_time is often absent: a pod that stopped reporting well before the
+    # end of the history has finished when its samples stop
+    s = history.samples
+    last = s.loc[s["pod"].astype(str) != "", "ts"].groupby(
+        _key(s[s["pod"].astype(str) != ""])).max()
+    gone = last[last < history.end - pd.Timedelta("15min")]
+    k = _key(jobs)
+    jobs = jobs.assign(started=k.map(times["started"]),
+                       finished=k.map(times["finished"]).fillna(k.map(gone)))
     return {"history": history, "jobs": jobs}
 
 

@@ -46,7 +46,10 @@ for _info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.nam
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors become one line on stderr and a non-zero exit code."""
     try:
-        app(args=argv, standalone_mode=False)
+        # In non-standalone mode click returns the code of a `typer.Exit(code)` instead of raising
+        rv = app(args=argv, standalone_mode=False)
+        if isinstance(rv, int):
+            return rv
     except ForesightError as exc:
         err_console.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
         return exc.exit_code

@@ -102,3 +102,23 @@ def test_ingest_missing_metric_and_wrong_credentials(tmp_path):
                        "--username", "u", "--metric", "DCGM_FI_DEV_GPU_UTIL", env_password="s3cret")
         assert_one_line_error(proc, "DCGM_FI_DEV_GPU_UTIL", "no series")
     assert (out / "samples.parquet").read_bytes() == b"precious"
+
+
+def test_exit_codes_of_commands_reach_the_shell(monkeypatch):
+    import typer
+
+    from foresight import cli
+
+    probe = typer.Typer()
+
+    @probe.command()
+    def fail(code: int = 4) -> None:
+        raise typer.Exit(code)
+
+    @probe.command()
+    def ok() -> None:
+        pass
+
+    monkeypatch.setattr(cli, "app", probe)
+    assert cli.main(["fail", "--code", "4"]) == 4
+    assert cli.main(["ok"]) == 0

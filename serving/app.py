@@ -16,6 +16,7 @@ import pandas as pd
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from foresight.errors import ForesightError
@@ -23,11 +24,12 @@ from serving import metrics
 from serving.demand import DemandService
 from serving.schemas import (DemandRequest, DemandResponse, Fingerprint, FingerprintPrediction,
                              InterferenceRequest, InterferenceResponse, JobMeta, Problem,
-                             ScoreRequest)
+                             ScoreRequest, ScoreResponse)
 from serving.security import Guard, ORJSONResponse
 from serving.store import KINDS, ModelStore
 
-_ERRORS = {422: {"model": Problem, "description": "bad input: the field is named"},
+_ERRORS = {400: {"model": Problem, "description": "body is not JSON"},
+           422: {"model": Problem, "description": "bad input: the field is named"},
            503: {"model": Problem, "description": "model missing: the reason is given"}}
 
 
@@ -75,11 +77,17 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
                    "message": e.get("msg", "")} for e in errs[:20]]
         return _problem(422, f"{field or 'body'}: {first.get('msg', 'invalid')}", detail)
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> ORJSONResponse:
+        # FastAPI's own errors (unparsable JSON, unknown route) in the same shape as ours
+        return _problem(exc.status_code, str(exc.detail))
+
     @app.get("/healthz", tags=["ops"])
-    async def healthz() -> dict:
+    async def healthz() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.get("/readyz", tags=["ops"], responses={503: {"description": "no model loaded"}})
+    @app.get("/readyz", tags=["ops"], response_model=dict[str, Any],
+             responses={503: {"model": dict[str, Any], "description": "not ready: why"}})
     async def readyz() -> ORJSONResponse:
         models = store.readiness()
         # The extender's fields stay at top level (its probes and tests read them there).
@@ -195,12 +203,12 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
         """The same forecast from a demand series sent in the body (Nixtla long format)."""
         try:
             s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
-            s["ds"] = pd.to_datetime(s["ds"], utc=True).dt.tz_localize(None)
+            s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601").dt.tz_localize(None)
         except (ValueError, TypeError, OverflowError) as exc:
             return _problem(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
         return _demand(req.queue, horizon, s)
 
-    @app.post("/v1/score", tags=["score"], responses=_ERRORS)
+    @app.post("/v1/score", tags=["score"], response_model=ScoreResponse, responses=_ERRORS)
     def score(req: ScoreRequest) -> ORJSONResponse:
         """Per-node component scores and reasons for a pod: the extender's own scoring, for
         Volcano, KAI or Koordinator to call."""
@@ -224,6 +232,8 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
     if settings.extender and hook is not None:
         from scheduler_hook.app import build_router
 
-        app.include_router(build_router(hook))
+        # Hidden from the OpenAPI doc: a wire protocol for kube-scheduler (raw bodies, parsed
+        # by hand), documented by DESIGN.md rather than by a schema.
+        app.include_router(build_router(hook), include_in_schema=False)
     app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
     return app

@@ -13,7 +13,8 @@ from typing_extensions import Annotated, TypedDict
 MAX_PAIRS = 10_000
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: `false` is not a number and `1` is not a string (schemathesis checks rejection)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 def _side(prefix: str) -> dict[str, Any]:
@@ -42,7 +43,7 @@ def _side(prefix: str) -> dict[str, Any]:
 PairRow = TypedDict("PairRow", {"gpu_model": Annotated[str, Field(max_length=128)],  # type: ignore[misc]
                                 "sharing": Literal["timeslice", "mps", "mig", "node"],
                                 **_side("a"), **_side("b")}, total=False)
-PairRow.__pydantic_config__ = ConfigDict(extra="forbid")  # type: ignore[attr-defined]
+PairRow.__pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[attr-defined]
 PairRow.__doc__ = ("One co-location of job a with job b: the pair-table row of DESIGN.md "
                    "without the targets; every column optional, each side needs one.")
 
@@ -127,6 +128,24 @@ class ScoreRequest(_Strict):
     pod: dict[str, Any] = Field(..., description="a v1 Pod object, as the API server stores it")
     nodes: list[str] = Field(..., min_length=1, max_length=MAX_PAIRS,
                              description="candidate node names (known to the cluster state)")
+
+
+class NodeScore(BaseModel):
+    node: str
+    score: int = Field(description="0-10, as the extender's prioritize answers")
+    total: float
+    rejected: Optional[str] = Field(None, description="why filter would reject the node")
+    components: dict[str, dict[str, Any]]
+
+
+class ScoreResponse(BaseModel):
+    pod: str
+    uid: str
+    time: float
+    fallback: bool
+    unknown_nodes_ignored: int
+    scoring: str
+    nodes: list[NodeScore]
 
 
 class Problem(BaseModel):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from starlette.responses import Response
+from starlette.responses import JSONResponse
 
 from foresight.errors import ForesightError
 from serving import metrics
@@ -36,7 +36,7 @@ def read_token(token_file: str | Path | None, env: str = "FORESIGHT_API_TOKEN") 
     return os.environ.get(env) or None
 
 
-class ORJSONResponse(Response):
+class ORJSONResponse(JSONResponse):
     """JSON through orjson (FastAPI's own class is deprecated); NaN becomes null."""
 
     media_type = "application/json"

@@ -118,15 +118,19 @@ class UsageForecaster:
         fit_rows, val_rows = ok & (t < cut), ok & (t >= cut)
         # The model corrects a base forecast; which base suits the metric (smooth levels vs.
         # step-like framebuffer) is chosen on the validation tail of the training window.
+        # The correction is shrunk toward the base (lam in 0..1, as the demand forecaster
+        # does), so a metric the model cannot improve (step-like framebuffer) keeps its base.
         best = None
         for base in ("mean_last_h", "last_value"):
             target = (d["y_true"] - d[base]) / d["scale"]
             m = self._lgb().fit(d["X"][fit_rows], target[fit_rows])
-            pv = d[base][val_rows] + m.predict(d["X"][val_rows]) * d["scale"][val_rows]
-            mae = float(np.mean(np.abs(d["y_true"][val_rows] - pv)))
-            if best is None or mae < best[0]:
-                best = (mae, base, pv)
-        _, self.base_, pv = best
+            corr = m.predict(d["X"][val_rows]) * d["scale"][val_rows]
+            for lam in (0.0, 0.25, 0.5, 0.75, 1.0):
+                pv = d[base][val_rows] + lam * corr
+                mae = float(np.mean(np.abs(d["y_true"][val_rows] - pv)))
+                if best is None or mae < best[0]:
+                    best = (mae, base, lam, pv)
+        _, self.base_, self.lam_, pv = best
         target = (d["y_true"] - d[self.base_]) / d["scale"]
         z = (d["y_true"][val_rows] - pv) / d["scale"][val_rows]
         a = (1 - self.coverage) / 2
@@ -146,7 +150,8 @@ class UsageForecaster:
         rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) &
                           np.isfinite(d["mean_last_h"]) & np.isfinite(d["last_value"]))
         s = d["scale"][rows]
-        p50 = d[self.base_][rows] + self.model_.predict(d["X"].loc[rows, self.features_]) * s
+        p50 = d[self.base_][rows] + self.lam_ * self.model_.predict(
+            d["X"].loc[rows, self.features_]) * s
         p50 = np.maximum(p50, 0.0)
         return pd.DataFrame({
             "unique_id": d["ids"][rows], "origin": d["origins"][rows],
@@ -161,6 +166,7 @@ class UsageForecaster:
         (p / "model.txt").write_text(self.model_.booster_.model_to_string())
         (p / "manifest.json").write_text(json.dumps({
             "schema_version": SCHEMA_VERSION, "horizon": self.horizon, "base": self.base_,
+            "lam": self.lam_,
             "features": self.features_, "q_lo": self.q_lo_, "q_hi": self.q_hi_,
             "ses_alpha": self.ses_alpha_, "ses_grid": list(self.ses_grid)}, indent=1))
 
@@ -172,7 +178,7 @@ class UsageForecaster:
             raise ValueError(f"usage model schema_version {man.get('schema_version')!r}")
         m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]))
         m.features_, m.q_lo_, m.q_hi_ = man["features"], man["q_lo"], man["q_hi"]
-        m.ses_alpha_, m.base_ = man["ses_alpha"], man["base"]
+        m.ses_alpha_, m.base_, m.lam_ = man["ses_alpha"], man["base"], man["lam"]
         m.model_ = _Booster(lgb.Booster(model_file=str(p / "model.txt")))
         return m
 

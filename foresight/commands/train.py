@@ -34,8 +34,9 @@ def _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes, min_
                                    min_coverage=min_coverage, token=token)
 
 
-def _summary(result, report: Path, elapsed: float) -> Table:
-    t = Table(title=f"foresight train: {result.source} ({elapsed:.0f} s)", show_lines=False)
+def summary_table(result, report: Path, elapsed: float, title: str | None = None) -> Table:
+    """The one-screen summary of a training run (also shown by `foresight demo`)."""
+    t = Table(title=f"foresight train: {title or result.source} ({elapsed:.0f} s)", show_lines=False)
     for col in ("kind", "status", "version", "in service before", "backtest (new)",
                 "in service (same window)", "baseline", "reason"):
         t.add_column(col, overflow="fold")
@@ -126,6 +127,6 @@ def register(app: typer.Typer) -> None:
             bar.update(task, description="report")
             _, report = write_report(result, registry, out)
             bar.update(task, completed=bar.tasks[0].total, description="done")
-        console.print(_summary(result, report, time.perf_counter() - t0))
+        console.print(summary_table(result, report, time.perf_counter() - t0))
         if any(k.status == "failed" for k in result.kinds):
             raise SystemExit(1)  # see registry verify: cli.main drops typer.Exit codes

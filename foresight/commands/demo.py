@@ -1,10 +1,13 @@
-"""`foresight demo`: the whole pipeline on the embedded seed data, no Prometheus or cluster.
+"""`foresight demo`: the main job, end to end, on the embedded seed data.
 
-Each step is a small function; heavy libraries are imported inside it so that `foresight
---help` stays fast.
+A seeded synthetic cluster (data/seeds, magnitudes from real traces) stands in for Prometheus;
+the retraining job fits, backtests and publishes every model into a local registry; a second
+run shows the gate keeping the models in service. No Prometheus, no cluster. Heavy libraries
+are imported inside the steps so that `foresight --help` stays fast.
 """
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -14,7 +17,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-console = Console()
+# piped output (CI logs, `| tee`) gets room for the summary tables instead of 80 columns
+console = Console() if sys.stdout.isatty() else Console(width=150)
 
 
 def _step(title: str) -> Callable:
@@ -23,7 +27,7 @@ def _step(title: str) -> Callable:
             console.rule(f"[bold cyan]{title}")
             t0 = time.perf_counter()
             result = fn(*args, **kwargs)
-            console.print(f"[dim]{title}: {time.perf_counter() - t0:.1f} s[/]")
+            console.print(f"[dim]{time.perf_counter() - t0:.1f} s[/]")
             return result
         return run
     return wrap
@@ -33,76 +37,80 @@ def _step(title: str) -> Callable:
 def simulate(out: Path, seed: int, days: float, nodes: int):
     from features.ingest import write_tables
     from features.openmetrics import write_openmetrics
-    from simulator import SimConfig, generate_cluster
+    from training.sources import synthetic
 
-    cluster = generate_cluster(SimConfig(seed=seed, days=days, nodes=nodes))
-    write_tables(out, {"samples": cluster.samples, "pods": cluster.pods, "queues": cluster.queues})
-    write_tables(out / "truth", cluster.truth)
-    n = write_openmetrics(out / "history.om", samples=cluster.samples, pods=cluster.pods,
-                          queues=cluster.queues)
-    cfg = cluster.config
-    console.print(f"{cfg.nodes} nodes x {cfg.gpus_per_node} {cfg.gpu_model} GPUs, {cfg.days:g} days at "
-                  f"{cfg.step_s:g} s: {len(cluster.samples):,} GPU samples, {len(cluster.pods):,} pods, "
-                  f"{n:,} OpenMetrics samples in {out / 'history.om'}")
-    return cluster
+    history = synthetic(seed=seed, days=days, nodes=nodes)
+    write_tables(out / "data", {"samples": history.samples, "pods": history.pods,
+                                "queues": history.queues})
+    n = write_openmetrics(out / "data" / "history.om", samples=history.samples, pods=history.pods,
+                          queues=history.queues, pod_step_s=300)
+    console.print(f"{history.source}: {len(history.samples):,} GPU samples, {len(history.pods):,} pods, "
+                  f"as Parquet in {out / 'data'} and as {n:,} OpenMetrics samples "
+                  f"(`foresight backfill` loads them into Prometheus)")
+    return history
 
 
 @_step("2. What the telemetry says, per workload (GPUs with one pod)")
-def summarize(cluster) -> None:
-    s = cluster.samples
+def summarize(history) -> None:
+    s = history.samples
     s = s[s["pod"] != ""]
     # dcgm-exporter reports a shared GPU's values under every pod on it: keep GPUs with one pod
-    pods_on_gpu = s.groupby(["ts", "uuid"])["pod"].transform("nunique")
-    s = s[pods_on_gpu == 1]
+    s = s[s.groupby(["ts", "uuid"])["pod"].transform("nunique") == 1]
     wide = s.pivot_table(index=["namespace", "pod", "ts"], columns="metric", values="value", aggfunc="mean")
-    wide = wide.reset_index().merge(cluster.pods[["namespace", "pod", "workload"]], on=["namespace", "pod"])
+    wide = wide.reset_index().merge(history.pods[["namespace", "pod", "workload"]], on=["namespace", "pod"])
     agg = {"pods": ("pod", "nunique")}
     for metric, name, fn in (("DCGM_FI_PROF_SM_ACTIVE", "SM active mean", "mean"),
+                             ("DCGM_FI_PROF_DRAM_ACTIVE", "DRAM active mean", "mean"),
                              ("DCGM_FI_DEV_FB_USED", "FB p95 MiB", lambda x: x.quantile(0.95)),
-                             ("DCGM_FI_DEV_POWER_USAGE", "power mean W", "mean"),
                              ("DCGM_FI_DEV_POWER_USAGE", "power p95 W", lambda x: x.quantile(0.95))):
         if metric in wide.columns:
             agg[name] = (metric, fn)
-    table = wide.groupby("workload").agg(**agg).reset_index()
-    _print_frame("Per-workload utilization (measured from the samples)", table)
-
-    truth = cluster.truth
-    if "interference" in truth and len(truth["interference"]):
-        inter = truth["interference"]
-        by = inter.groupby("sharing")["speed"].agg(episodes="size", mean_speed="mean", p10_speed=lambda x: x.quantile(0.1),
-                                                   min_speed="min").reset_index()
-        _print_frame("Co-location episodes (ground truth speed = co-located / solo)", by)
-    if "demand" in truth and len(truth["demand"]):
-        d = truth["demand"]
-        _print_frame("GPU demand arriving per queue (ground truth)",
-                     d.groupby("unique_id")["y"].agg(["sum", "mean", "max"]).reset_index()
-                     .rename(columns={"unique_id": "queue", "sum": "GPUs total", "mean": "per bin",
-                                      "max": "max bin"}))
+    print_frame("Per-workload utilization, measured", wide.groupby("workload").agg(**agg).reset_index())
 
 
-def _print_frame(title: str, df) -> None:
+@_step("3. The retraining job: fit, backtest against baselines, gate, publish")
+def train(history, registry: Path, report: Path, title: str):
+    from foresight.commands.train import summary_table
+    from training.pipeline import TrainConfig, run
+    from training.report import write_report
+
+    t0 = time.perf_counter()
+    result = run(history, str(registry), TrainConfig())
+    _, html = write_report(result, str(registry), report)
+    console.print(summary_table(result, html, time.perf_counter() - t0, title=title))
+    return result
+
+
+def print_frame(title: str, df) -> None:
     table = Table(title=title, title_justify="left")
     for col in df.columns:
         table.add_column(str(col), justify="right" if df[col].dtype.kind in "fiu" else "left")
     for row in df.itertuples(index=False):
-        table.add_row(*[f"{v:,.2f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
-                        for v in row])
+        table.add_row(*[f"{v:,.2f}" if isinstance(v, float) else str(v) for v in row])
     console.print(table)
 
 
 def demo_cmd(
-    out: Path = typer.Option(Path("demo-out"), help="Where the demo writes its tables, models and report."),
+    out: Path = typer.Option(Path("demo-out"), help="Where the demo writes its tables, registry and report."),
     seed: int = typer.Option(7, help="Seed of the synthetic cluster."),
-    days: float = typer.Option(2.0, help="Days of synthetic history."),
-    nodes: int = typer.Option(4, help="GPU nodes in the synthetic cluster."),
+    days: float = typer.Option(3.0, help="Days of synthetic history (the last one is the backtest window)."),
+    nodes: int = typer.Option(4, help="GPU nodes (4 GPUs each) in the synthetic cluster."),
 ) -> None:
-    """Run the pipeline end to end on the embedded default data (no Prometheus, no cluster)."""
+    """Run the main job end to end on the embedded default data (no Prometheus, no cluster)."""
+    import copy
+
     t0 = time.perf_counter()
-    console.print(Panel.fit("[bold]Foresight demo[/]: synthetic GPU cluster -> telemetry tables -> models",
-                            border_style="cyan"))
-    cluster = simulate(out, seed, days, nodes)
-    summarize(cluster)
-    console.print(Panel.fit(f"demo finished in {time.perf_counter() - t0:.0f} s; outputs in {out}/",
+    console.print(Panel.fit("[bold]Foresight demo[/]: synthetic GPU cluster -> telemetry tables -> "
+                            "retraining job -> model registry", border_style="cyan"))
+    history = simulate(out, seed, days, nodes)
+    summarize(history)
+    registry, report = out / "registry", out / "report"
+    train(copy.copy(history), registry, report, title="first run: an empty registry")
+    train(copy.copy(history), registry, report,
+          title="second run on the same history: only what beats the model in service is published")
+    console.print(Panel.fit(f"demo finished in {time.perf_counter() - t0:.0f} s\n"
+                            f"tables: {out / 'data'}   registry: {registry}   report: {report / 'report.html'}\n"
+                            f"next: foresight registry list --registry {registry}",
                             border_style="green"))
 
 

@@ -1,0 +1,26 @@
+"""`foresight demo` (what `make demo` runs) end to end, at a small size."""
+from __future__ import annotations
+
+import json
+
+from foresight.cli import main
+from training.registry import Registry
+
+
+def test_demo_publishes_every_model_then_keeps_them(tmp_path, capsys):
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out), "--days", "2", "--nodes", "2", "--seed", "3"]) == 0
+    printed = capsys.readouterr().out
+    reg = Registry(out / "registry")
+    kinds = reg.kinds()
+    assert set(kinds) >= {"interference", "demand", "fingerprint", "usage"}
+    # first run publishes version 1 of each; the identical second run publishes nothing new
+    assert all(reg.current(k) == "1" and reg.versions(k) == ["1"] for k in kinds)
+    assert reg.verify() == []
+    assert (out / "data" / "samples.parquet").stat().st_size > 0
+    assert (out / "data" / "history.om").read_bytes().endswith(b"# EOF\n")
+    report = (out / "report" / "report.html").read_text()
+    assert "<img" in report
+    metrics = json.loads((out / "report" / "metrics.json").read_text())
+    assert {k: v["status"] for k, v in metrics["kinds"].items()} == {k: "kept" for k in kinds}
+    assert "published" in printed and "kept" in printed

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 import pandas as pd
 
@@ -63,7 +64,9 @@ def from_tables(data_dir: str) -> History:
     if pods is None or pods.empty:
         raise ForesightError(f"{data_dir}: no pods table (pods.parquet): the models need pods")
     queues = t.get("queues", pd.DataFrame(columns=["ts", "queue", "metric", "value"]))
-    return History(s, pods, queues, s["ts"].min(), s["ts"].max(), f"tables {data_dir}")
+    lp = Path(data_dir) / "pod_labels.parquet"  # optional: workload keys for fingerprints
+    labels = pd.read_parquet(lp) if lp.exists() else None
+    return History(s, pods, queues, s["ts"].min(), s["ts"].max(), f"tables {data_dir}", labels)
 
 
 def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30.0,

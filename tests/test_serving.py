@@ -91,6 +91,9 @@ def test_interference_batch_is_one_vectorized_predict_matching_the_model(registr
     np.testing.assert_allclose(got[want.columns].to_numpy(), want.to_numpy(), rtol=1e-9)
     assert (got["a_speed_p10"] <= got["a_speed_pred"] + 1e-12).all()
     assert r.json()["model_version"] == "1"
+    # the same rows again come from the version's cache, with the same answers
+    again = client.post("/v1/interference", json={"pairs": rows[:5] + [{**PAIR, "a_sm_active": 2e-3}]})
+    assert calls == [300, 1] and again.json()["predictions"][:5] == r.json()["predictions"][:5]
 
 
 @pytest.mark.parametrize("pairs, field", [

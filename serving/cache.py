@@ -1,0 +1,60 @@
+"""Per-model-version prediction caches for the hot single-prediction paths.
+
+Why: a predict call on the interference model costs ~10-30 ms of pandas set-up whatever the
+row count, while the questions repeat (the same workload pairs, the same job templates). The
+cache is keyed by the exact validated input row and by the model version, so a hot swap starts
+a fresh cache and an answer never comes from another version. Misses of one request are still
+predicted in one vectorized call.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Any, Callable, Hashable, Sequence
+
+
+class LRU:
+    def __init__(self, size: int = 100_000) -> None:
+        self.size = size
+        self._d: OrderedDict[Hashable, Any] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get_many(self, keys: Sequence[Hashable], compute: Callable[[list[int]], list[Any]]
+                 ) -> list[Any]:
+        """Values for `keys`; `compute(miss_indices)` answers the misses in one call."""
+        out: list[Any] = [None] * len(keys)
+        miss: list[int] = []
+        with self._lock:
+            for i, k in enumerate(keys):
+                v = self._d.get(k)
+                if v is None:
+                    miss.append(i)
+                else:
+                    out[i] = v
+        self.hits += len(keys) - len(miss)
+        self.misses += len(miss)
+        if miss:
+            vals = compute(miss)
+            with self._lock:
+                for i, v in zip(miss, vals):
+                    out[i] = v
+                    self._d[keys[i]] = v
+                while len(self._d) > self.size:
+                    self._d.popitem(last=False)
+        return out
+
+
+class VersionedCaches:
+    """One LRU per (kind, version); a new version of a kind drops the old one's cache."""
+
+    def __init__(self, size: int = 100_000) -> None:
+        self.size = size
+        self._by: dict[str, tuple[str, LRU]] = {}
+
+    def for_model(self, kind: str, version: str) -> LRU:
+        cur = self._by.get(kind)
+        if cur is None or cur[0] != version:
+            cur = (version, LRU(self.size))
+            self._by[kind] = cur
+        return cur[1]

@@ -124,20 +124,17 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
         if m is None:
             return _missing("interference", store)
         rows = req.pairs
-        df = pd.DataFrame.from_records(rows)
-        for side in ("a", "b"):  # each side needs a workload or a solo feature
-            cols = [c for c in df.columns if c.startswith(f"{side}_")]
-            blank = df[cols].isna().all(axis=1).to_numpy() if cols else np.ones(len(df), bool)
-            if blank.any():
-                i = int(np.flatnonzero(blank)[0])
-                return _problem(422, f"pairs.{i}: side {side!r} is not described: give "
-                                     f"{side}_workload or solo features such as {side}_sm_active")
+        for i, r in enumerate(rows):  # each side needs a workload or a solo feature
+            for side in ("a_", "b_"):
+                if not any(k.startswith(side) for k in r):
+                    return _problem(422, f"pairs.{i}: side {side[0]!r} is not described: give "
+                                         f"{side}workload or solo features such as "
+                                         f"{side}sm_active")
         keys = [tuple(sorted(r.items())) for r in rows]
         failed: list[str] = []
 
         def compute(miss: list[int]) -> list[tuple]:
-            sub = df.iloc[miss].reset_index(drop=True) if len(miss) < len(df) else df
-            sub = sub.dropna(axis=1, how="all")  # absent columns are absent, not NaN features
+            sub = pd.DataFrame.from_records([rows[i] for i in miss])  # absent columns are absent, not NaN features
             # A solo feature given for one side only is "unknown" on the other: add that
             # column (the model rejects a table with a feature on one side only).
             for c in [c for c in sub.columns if c[:2] in ("a_", "b_") and c[2:] != "workload"]:

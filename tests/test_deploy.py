@@ -13,15 +13,17 @@ API_VERSIONS = {"Namespace": "v1", "ServiceAccount": "v1", "ConfigMap": "v1", "S
                 "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
                 "Role": "rbac.authorization.k8s.io/v1",
                 "RoleBinding": "rbac.authorization.k8s.io/v1",
-                "KubeSchedulerConfiguration": "kubescheduler.config.k8s.io/v1"}
+                "KubeSchedulerConfiguration": "kubescheduler.config.k8s.io/v1",
+                "CronJob": "batch/v1", "PersistentVolumeClaim": "v1"}
 
 
 MINE = ("kube-scheduler-config.yaml", "scheduler.yaml", "extender.yaml")  # the extender's part
+ALL = tuple(sorted(p.name for p in DEPLOY.glob("*.yaml")))
 
 
-def docs() -> list[dict]:
+def docs(names: tuple[str, ...] = MINE) -> list[dict]:
     out = []
-    for f in (DEPLOY / name for name in MINE):
+    for f in (DEPLOY / name for name in names):
         out += [d for d in yaml.safe_load_all(f.read_text()) if d]
     return out
 
@@ -34,14 +36,15 @@ def one(kind: str, name: str | None = None) -> dict:
 
 
 def test_every_manifest_has_known_kind_api_version_and_name():
+    assert set(MINE) < set(ALL)
     kinds = set()
-    for d in docs():
+    for d in docs(ALL):
         assert d["apiVersion"] == API_VERSIONS[d["kind"]], d["kind"]
         if d["kind"] != "KubeSchedulerConfiguration":
             assert d["metadata"]["name"]
         kinds.add(d["kind"])
     assert {"KubeSchedulerConfiguration", "Deployment", "Service", "ServiceAccount",
-            "ClusterRole", "ClusterRoleBinding"} <= kinds
+            "ClusterRole", "ClusterRoleBinding", "CronJob"} <= kinds
 
 
 def scheduler_config() -> dict:

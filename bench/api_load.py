@@ -30,7 +30,7 @@ PAIR = {"a_workload": "bert-template", "b_workload": "resnet50-template", "shari
         "a_sm_active": 0.6, "b_sm_active": 0.4}
 
 
-def single_cases() -> dict[str, tuple[str, str, bytes | None]]:
+def single_cases(run: int) -> dict[str, tuple[str, str, bytes | None | list]]:
     from scheduler_hook.fake_kube import make_pod
 
     pod = make_pod("incoming", gpus=1, workload="bert-template")
@@ -40,7 +40,7 @@ def single_cases() -> dict[str, tuple[str, str, bytes | None]]:
         "POST /v1/interference (1 pair, unique rows: cache misses)": (
             "POST", "/v1/interference",
             [json.dumps({"pairs": [{**PAIR, "a_sm_active": float(x)}]}).encode()
-             for x in np.random.default_rng(0).uniform(0, 1, 20_000)]),
+             for x in np.random.default_rng(100 + run).uniform(0, 1, 20_000)]),  # new per run
         "POST /v1/fingerprint": ("POST", "/v1/fingerprint", json.dumps(
             {"image": "registry.example/bert:1.0", "gpu_request": 1, "queue": "research"}
         ).encode()),
@@ -112,19 +112,21 @@ def main() -> int:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     proc = start_server(inputs, port)
-    rng = np.random.default_rng(1)  # distinct rows: the batch measures the model, not the cache
+    rng = np.random.default_rng(1)  # distinct rows (across runs too): the batch measures the model, not the cache
     batch = [json.dumps({"pairs": [{**PAIR, "a_sm_active": float(x)} for x in
                                    rng.uniform(0, 1, 1000)]}).encode()
-             for _ in range(a.batch_requests + 5)]
+             for _ in range(a.runs * (a.batch_requests + 5))]
     per: dict[str, list[dict]] = {}
     loads = []
     try:
         for run in range(a.runs):
-            for name, (method, path, body) in single_cases().items():
+            for name, (method, path, body) in single_cases(run).items():
                 r = asyncio.run(open_loop(url, method, path, body, a.rate, a.seconds))
                 per.setdefault(name, []).append(r)
                 print(run, name, r, flush=True)
-            r = asyncio.run(closed_loop(url, "/v1/interference", batch, a.batch_requests))
+            k = a.batch_requests + 5
+            r = asyncio.run(closed_loop(url, "/v1/interference", batch[run * k:(run + 1) * k],
+                                        a.batch_requests))
             per.setdefault("POST /v1/interference (1,000 distinct pairs, closed loop)", []).append(r)
             print(run, "batch", r, flush=True)
             loads.append(load_avg())

@@ -6,8 +6,6 @@ bench/results/demand_helios.md plus one PNG per horizon. Usage:
 """
 from __future__ import annotations
 
-import os
-import platform
 import subprocess
 import sys
 import time
@@ -19,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from features.demand_series import helios_series  # noqa: E402
 from forecaster.demand_backtest import backtest, plot_busiest  # noqa: E402
+from benchenv import machine  # noqa: E402
 
 VCS = ROOT.parent / "shared" / "traces" / "helios-earth" / "Earth_vcs"
 RES = ROOT / "bench" / "results"
@@ -32,9 +31,6 @@ def md_table(df: pd.DataFrame) -> str:
     return "\n".join(f"| {r} |" for r in rows)
 
 
-def machine() -> str:
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB"
 
 
 def main() -> None:

@@ -1,23 +1,17 @@
 """Shared bits of the fingerprint/usage benches: machine line, markdown table, cluster cache."""
 from __future__ import annotations
 
-import os
-import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
+from benchenv import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 sys.path.insert(0, str(ROOT))
 
 
-def machine() -> str:
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    load = os.getloadavg()[0]
-    return (f"{platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB, Python "
-            f"{platform.python_version()}; load average {load:.1f} at start (shared machine)")
 
 
 def header(title: str, command: str, extra: list[str] | None = None) -> list[str]:

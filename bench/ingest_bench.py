@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,7 @@ from features.catalog import DEFAULT_GPU_METRICS  # noqa: E402
 from features.ingest import ingest  # noqa: E402
 from features.openmetrics import backfill, write_openmetrics  # noqa: E402
 from features.prometheus import PrometheusSource, split_range  # noqa: E402
+from benchenv import machine  # noqa: E402
 from promserver import PrometheusServer  # noqa: E402
 
 
@@ -93,14 +93,12 @@ def main() -> None:
                 del result
     assert rows == n_written, (rows, n_written)
     med, med_base = statistics.median(ours), statistics.median(base)
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     lines = [
         "# Ingestion benchmark",
         "",
         f"- command: `.venv/bin/python bench/ingest_bench.py --days {args.days:g} --gpus {args.gpus} "
         f"--step {args.step} --runs {args.runs}`",
-        f"- machine: {os.cpu_count()} cores, {mem:.0f} GiB memory, {platform.platform()}, "
-        f"Prometheus from Debian's package",
+        f"- machine: {machine()}; Prometheus from Debian's package",
         f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
         f"- history: {args.days:g} days x {args.gpus} GPUs x {len(DEFAULT_GPU_METRICS)} metrics at "
         f"{args.step} s = {rows:,} samples ({rows // (args.gpus * len(DEFAULT_GPU_METRICS)):,} points "

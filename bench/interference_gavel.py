@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -21,15 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from features.pairs import load_gavel_pairs  # noqa: E402
 from forecaster.interference_eval import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
+from benchenv import machine  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "gavel-colocation"
 NOTES = {"util_rule": "n/a: Gavel has no utilization",
          "util_linreg": "no utilization: degrades to intercept = training mean"}
 
 
-def machine() -> str:
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {mem:.0f} GiB"
 
 
 def main() -> None:

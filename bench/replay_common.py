@@ -1,26 +1,12 @@
 """Shared helpers of the replay benches: machine description and markdown output."""
 from __future__ import annotations
 
-import os
-import platform
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
+from benchenv import machine  # noqa: E402
 
 
-def machine() -> str:
-    mem = ""
-    try:
-        with open("/proc/meminfo") as f:
-            kb = int(f.readline().split()[1])
-        mem = f", {kb / 2**20:.0f} GiB memory"
-    except OSError:
-        pass
-    try:
-        load = " (load avg %.1f %.1f %.1f: shared with other engineers)" % os.getloadavg()
-    except OSError:
-        load = ""
-    return f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores{mem}{load}"
 
 
 def header(title: str, command: str) -> list[str]:

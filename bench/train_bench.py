@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import resource
 import statistics
 import subprocess
@@ -24,6 +22,7 @@ import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from benchenv import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -75,11 +74,6 @@ def cli_run() -> dict:
     return out
 
 
-def machine() -> str:
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{os.cpu_count()} cores, {mem:.0f} GiB memory, {platform.platform()}, Python "
-            f"{platform.python_version()}; 1-min load average at the end {os.getloadavg()[0]:.1f} "
-            f"(shared machine: other processes compete for the cores)")
 
 
 def main() -> None:

@@ -31,7 +31,7 @@ def _bad(verb: str, reason: str) -> Response:
 def build_router(hook: ExtenderHook) -> APIRouter:
     router = APIRouter()
 
-    last: list[Any] = [b"", None]  # kube-scheduler sends filter and prioritize the same body
+    last: list[Any] = [None, None]  # kube-scheduler sends filter and prioritize the same body
 
     async def _verb(request: Request, verb: str, fn: Callable[[Any], Any],
                     parse: Callable[[bytes], Any]) -> Response:

@@ -7,6 +7,7 @@ A missing model is a 503 with the reason; bad input is a 422 naming the field.
 """
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from serving.schemas import (DemandRequest, DemandResponse, Fingerprint, Fingerp
 from serving.security import Guard, ORJSONResponse
 from serving.store import KINDS, ModelStore
 
+log = logging.getLogger("foresight.serving")
 _ERRORS = {400: {"model": Problem, "description": "body is not JSON"},
            422: {"model": Problem, "description": "bad input: the field is named"},
            503: {"model": Problem, "description": "model missing: the reason is given"}}
@@ -242,7 +244,13 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
             pod = hook.pod(req.pod)
         except (PodSpecError, ValueError, TypeError, KeyError, AttributeError) as exc:
             return _problem(422, f"pod: {exc}")
-        d = hook.scorer.decide(pod, list(req.nodes))
+        try:
+            d = hook.scorer.decide(pod, list(req.nodes))
+        except Exception as exc:  # noqa: BLE001 - same policy as the extender verbs: a scoring
+            # bug degrades (here: 503 with the reason, logged), it never surfaces as a 500
+            log.exception("score failed for %s", pod.key)
+            metrics.FALLBACKS.labels("score").inc()
+            return _problem(503, f"scoring failed: {type(exc).__name__}: {str(exc)[:200]}")
         if d.fallback:
             metrics.FALLBACKS.labels("score").inc()
         out = d.explain()

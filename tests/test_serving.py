@@ -52,6 +52,14 @@ def reg_copy(registry, tmp_path) -> Path:
     return dst
 
 
+class _Insecure:
+    """httpx calls with certificate verification off (self-signed test certificate)."""
+
+    def __getattr__(self, name: str):
+        fn = getattr(httpx, name)
+        return (lambda *a, **kw: fn(*a, verify=False, **kw)) if name in ("get", "post") else fn
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -197,6 +205,7 @@ def test_score_reuses_the_extender_engine_with_registry_models(registry):
     assert {"memory_fit", "colocation"} <= set(out["nodes"][0]["components"])
     prio = client.post("/scheduler/prioritize", json={"Pod": pod, "NodeNames": ["a", "b"]})
     assert prio.status_code == 200  # the extender verbs are mounted in the same app
+    assert client.post("/scheduler/filter", content=b"").status_code == 400  # was a 500
     assert client.post("/v1/score", json={"pod": {"spec": 3}, "nodes": ["a"]}).status_code == 422
 
 
@@ -289,11 +298,18 @@ def test_cli_only_api_serves_the_api_alone(registry, tmp_path):
     port = free_port()
     tok = tmp_path / "token"
     tok.write_text("abc\n")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed: cannot make a test certificate")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
     proc = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", "--only", "api",
                              "--registry", str(registry), "--port", str(port), "--host",
-                             "127.0.0.1", "--token-file", str(tok), "--log-level", "warning"],
-                            cwd=ROOT)
-    url = f"http://127.0.0.1:{port}"
+                             "127.0.0.1", "--token-file", str(tok), "--log-level", "warning",
+                             "--tls-cert", str(cert), "--tls-key", str(key)], cwd=ROOT)
+    url = f"https://127.0.0.1:{port}"
+    httpx = _Insecure()  # the self-signed certificate: TLS on, verification off
     try:
         deadline = time.time() + 40
         while True:

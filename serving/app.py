@@ -22,6 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from foresight.errors import ForesightError
 from serving import metrics
+from serving.batcher import MicroBatcher
 from serving.cache import VersionedCaches
 from serving.demand import DemandService
 from serving.schemas import (DemandRequest, DemandResponse, Fingerprint, FingerprintPrediction,
@@ -70,6 +71,7 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
     settings = settings or Settings()
     demand = demand or DemandService(None)
     caches = VersionedCaches()
+    batcher = MicroBatcher()
     app = FastAPI(title="Foresight prediction API", version="1",
                   default_response_class=ORJSONResponse,
                   description="Fingerprints, interference, demand forecasts and node scores "
@@ -136,19 +138,12 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
         failed: list[str] = []
 
         def compute(miss: list[int]) -> list[tuple]:
-            sub = pd.DataFrame.from_records([rows[i] for i in miss])  # absent columns are absent, not NaN features
-            # A solo feature given for one side only is "unknown" on the other: add that
-            # column (the model rejects a table with a feature on one side only).
-            for c in [c for c in sub.columns if c[:2] in ("a_", "b_") and c[2:] != "workload"]:
-                twin = ("b_" if c[0] == "a" else "a_") + c[2:]
-                if twin not in sub.columns:
-                    sub[twin] = np.nan
-            try:
-                out = m.model.predict(sub)
+            try:  # merged with concurrent requests' misses: one predict call for them all
+                out = batcher.predict(m.model, [rows[i] for i in miss])
             except ForesightError as exc:
                 failed.append(str(exc))
                 return []
-            metrics.PREDICTIONS.labels("interference").inc(len(sub))
+            metrics.PREDICTIONS.labels("interference").inc(len(miss))
             return list(zip(*(_floats(out[c]) for c in _SPEED_COLS)))
 
         vals = caches.for_model("interference", m.version).get_many(keys, compute)

@@ -328,3 +328,36 @@ def test_cli_only_api_serves_the_api_alone(registry, tmp_path):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_batcher_merges_concurrent_requests_and_isolates_a_bad_one():
+    from foresight.errors import ForesightError
+    from serving.batcher import MicroBatcher
+
+    class Slow:
+        def predict(self, df):
+            time.sleep(0.05)
+            if (df.get("a_workload") == "bad").any():
+                raise ForesightError("bad row")
+            v = df["a_sm_active"].to_numpy()
+            return pd.DataFrame({"a_speed_pred": v, "b_speed_pred": v, "a_speed_p10": v,
+                                 "b_speed_p10": v})
+
+    b, model, out = MicroBatcher(), Slow(), {}
+
+    def ask(i: int) -> None:
+        w = "bad" if i == 3 else "ok"
+        try:
+            out[i] = b.predict(model, [{"a_workload": w, "b_workload": "x",
+                                        "a_sm_active": i / 100}])["a_speed_pred"].tolist()
+        except ForesightError as exc:
+            out[i] = str(exc)
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert out[3] == "bad row"
+    assert all(out[i] == [i / 100] for i in range(12) if i != 3)  # each got its own rows
+    assert b.calls < 11  # merged: fewer successful predict calls than requests

@@ -353,11 +353,15 @@ def test_batcher_merges_concurrent_requests_and_isolates_a_bad_one():
         except ForesightError as exc:
             out[i] = str(exc)
 
-    threads = [threading.Thread(target=ask, args=(i,)) for i in range(12)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(10)
-    assert out[3] == "bad row"
+    def run(ids) -> None:
+        threads = [threading.Thread(target=ask, args=(i,)) for i in ids]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(10)
+
+    run([i for i in range(12) if i != 3])
     assert all(out[i] == [i / 100] for i in range(12) if i != 3)  # each got its own rows
-    assert b.calls < 11  # merged: fewer successful predict calls than requests
+    assert b.calls < 11  # merged: fewer predict calls than the 11 requests
+    run([3, 4, 5])  # a failing request, merged or not, fails alone
+    assert out[3] == "bad row" and out[4] == [0.04] and out[5] == [0.05]

@@ -4,21 +4,15 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import requests
 import urllib3
+from netutil import free_port  # noqa: F401 (re-exported for other tests)
 
 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class PrometheusServer:

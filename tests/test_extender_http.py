@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from pathlib import Path
@@ -17,14 +16,9 @@ from scheduler_hook.fake_kube import make_node, make_pod
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.providers import ProviderSet, load_registry
 from scheduler_hook.state import ClusterState
+from netutil import free_port  # noqa: F401 (re-exported for other tests)
 
 FIX = Path(__file__).parent / "fixtures" / "kube-scheduler-1.34"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Served:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from scheduler_hook.fake_kube import FakeKubeAPI, make_node, make_pod
-from test_extender_http import free_port
+from netutil import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,15 +36,7 @@ current-context: c
                              "--log-level", "warning"], cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + 40
-        while True:
-            try:
-                if httpx.get(url + "/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.time() < deadline and proc.poll() is None
-            time.sleep(0.1)
+        wait_ready(httpx.get, url + "/readyz", proc, transport_error=httpx.TransportError)
         pod = api.objects["pods"]["default/p"]
         out = httpx.post(url + "/scheduler/prioritize",
                          json={"Pod": pod, "Nodes": None, "NodeNames": ["a", "b"]}).json()

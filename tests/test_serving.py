@@ -4,7 +4,6 @@ from __future__ import annotations
 import copy
 import json
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -26,6 +25,7 @@ from serving.app import Settings, create_api
 from serving.providers import install
 from serving.store import ModelStore
 from training.registry import Registry
+from netutil import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIR = {"a_workload": "bert-template", "b_workload": "resnet50-template", "sharing": "mps"}
@@ -58,12 +58,6 @@ class _Insecure:
     def __getattr__(self, name: str):
         fn = getattr(httpx, name)
         return (lambda *a, **kw: fn(*a, verify=False, **kw)) if name in ("get", "post") else fn
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _client(reg: Path | None, **kw) -> tuple[TestClient, ModelStore]:
@@ -311,15 +305,7 @@ def test_cli_only_api_serves_the_api_alone(registry, tmp_path):
     url = f"https://127.0.0.1:{port}"
     httpx = _Insecure()  # the self-signed certificate: TLS on, verification off
     try:
-        deadline = time.time() + 40
-        while True:
-            try:
-                if httpx.get(url + "/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.time() < deadline and proc.poll() is None
-            time.sleep(0.1)
+        wait_ready(httpx.get, url + "/readyz", proc, transport_error=httpx.TransportError)
         h = {"Authorization": "Bearer abc"}
         assert httpx.post(url + "/v1/interference", json={"pairs": [PAIR]},
                           headers=h).status_code == 200

@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 SUDO   := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: demo test venv prometheus bench clean
+.PHONY: demo test venv prometheus bench-ingest clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,7 +29,7 @@ demo: venv
 test: venv prometheus
 	$(BIN)/python -m pytest -q
 
-bench: venv prometheus
+bench-ingest: venv prometheus
 	$(BIN)/python bench/ingest_bench.py
 
 clean:

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from mlforecast import MLForecast
 from mlforecast.lag_transforms import RollingMean, RollingStd
+from forecaster.manifest import ArtifactError, read_manifest
 
 SCHEMA_VERSION = 1
 _DAY = pd.Timedelta("1D")
@@ -276,10 +277,10 @@ class DemandForecaster:
     @classmethod
     def load(cls, path: str | Path) -> "DemandForecaster":
         p = Path(path)
-        man = json.loads((p / "manifest.json").read_text())
+        man = read_manifest(p, what="demand model")
         text = (p / "model.txt").read_text()
         if hashlib.sha256(text.encode()).hexdigest() != man["sha256"]:
-            raise ValueError(f"{p}: model.txt does not match its manifest checksum")
+            raise ArtifactError(f"{p}: model.txt does not match its manifest checksum")
         params = man["params"]
         params["shrink_grid"] = tuple(params["shrink_grid"])
         self = cls(**params)

@@ -17,6 +17,7 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
+from forecaster.manifest import read_manifest
 
 SCHEMA_VERSION = 1
 CAT_FEATURES = ("image", "namespace", "queue")
@@ -149,9 +150,7 @@ class NewJobPredictor:
     @classmethod
     def load(cls, path: str | Path) -> "NewJobPredictor":
         p = Path(path)
-        man = json.loads((p / "manifest.json").read_text())
-        if man.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"new-job model schema_version {man.get('schema_version')!r}")
+        man = read_manifest(p, SCHEMA_VERSION, "new-job model")
         m = cls(coverage=man["coverage"])
         m.levels_, m.center_, m.q_key_ = man["levels"], man["center_log_mib"], man["q_key"]
         m.q_pooled_, m.q_model_, m.works_ = man["q_pooled"], man["q_model"], man["workloads"]

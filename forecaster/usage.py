@@ -22,6 +22,7 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
+from forecaster.manifest import read_manifest
 
 SCHEMA_VERSION = 1
 WINDOWS = (3, 5, 10, 30, 60)
@@ -173,9 +174,7 @@ class UsageForecaster:
     @classmethod
     def load(cls, path: str | Path) -> "UsageForecaster":
         p = Path(path)
-        man = json.loads((p / "manifest.json").read_text())
-        if man.get("schema_version") != SCHEMA_VERSION:
-            raise ValueError(f"usage model schema_version {man.get('schema_version')!r}")
+        man = read_manifest(p, SCHEMA_VERSION, "usage model")
         m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]))
         m.features_, m.q_lo_, m.q_hi_ = man["features"], man["q_lo"], man["q_hi"]
         m.ses_alpha_, m.base_, m.lam_ = man["ses_alpha"], man["base"], man["lam"]

@@ -103,6 +103,42 @@ def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
     return out
 
 
+_KNOWN = frozenset(KNOWN_COLUMNS)
+_TEXT_COLUMNS = IDENTITY_COLUMNS + CONTEXT_COLUMNS
+
+
+def pair_arrays(df: pd.DataFrame) -> dict[str, np.ndarray]:
+    """`validate_pairs(df, require_targets=False)` for the prediction hot path: the known
+    columns as numpy arrays (float64 numbers, str names), without copying the frame.
+
+    A clean table (numeric columns numeric, name columns all strings, known sharing modes)
+    costs a few dtype checks; anything else goes through validate_pairs, so conversions,
+    errors and warnings are exactly the same as there.
+    """
+    cols = [c for c in df.columns if c in _KNOWN]
+    clean = len(df) > 0 and all(any(c.startswith(f"{s}_") and c != f"{s}_speed" for c in cols)
+                                for s in ("a", "b"))
+    for c in cols:
+        if not clean:
+            break
+        dt = df[c].dtype
+        if c in _TEXT_COLUMNS:
+            clean = dt == object and pd.api.types.infer_dtype(df[c], skipna=False) == "string"
+        else:
+            clean = pd.api.types.is_numeric_dtype(dt) and not pd.api.types.is_bool_dtype(dt)
+    if clean and "sharing" in cols:
+        clean = set(df["sharing"].tolist()) <= SHARING_VALUES | {""}
+    if not clean:
+        v = validate_pairs(df, require_targets=False)
+        return {c: v[c].to_numpy(dtype=object if c in _TEXT_COLUMNS else np.float64)
+                for c in v.columns}
+    unknown = [c for c in df.columns if c not in _KNOWN]
+    if unknown:
+        warnings.warn(f"ignoring unknown pair-table columns: {', '.join(map(str, unknown))}",
+                      stacklevel=2)
+    return {c: df[c].to_numpy(dtype=object if c in _TEXT_COLUMNS else np.float64) for c in cols}
+
+
 def load_gavel_pairs(root: str | Path, gpu: str, source: str = "physical") -> pd.DataFrame:
     """Single-GPU co-locations of one GPU type from Gavel's flattened throughput CSV.
 

@@ -36,6 +36,10 @@ def directed(pairs: pd.DataFrame) -> pd.DataFrame:
                 col = f"{side}_{f}"
                 if col in pairs:
                     d[f"{role}_{f}"] = pairs[col].to_numpy(dtype=float)
+                elif f"{other if side == me else me}_{f}" in pairs:
+                    # measured on one side only: the other side is missing, not absent, so
+                    # both halves of the directed table keep the same columns
+                    d[f"{role}_{f}"] = np.full(n, np.nan)
         for c in ("gpu_model", "sharing"):
             if c in pairs:
                 d[c] = pairs[c].astype(str).to_numpy(dtype=object)
@@ -59,24 +63,29 @@ def side_features(d: pd.DataFrame) -> list[str]:
     return [f for f in SIDE_FEATURES if f"self_{f}" in d and f"partner_{f}" in d]
 
 
+def pair_columns(f: str, a: np.ndarray, b: np.ndarray) -> list[tuple[str, np.ndarray, int]]:
+    """(name, values, monotone sign) of every column feature `f` contributes, from the `self`
+    values `a` and the `partner` values `b`. The one definition shared by the training matrix
+    and the prediction fast path, so that the two cannot drift apart."""
+    sign = -1 if f in ACTIVITY else 0
+    out = [(f"self_{f}", a, 0), (f"partner_{f}", b, sign), (f"sum_{f}", a + b, sign),
+           (f"max_{f}", np.maximum(a, b), sign), (f"prod_{f}", a * b, sign)]
+    if f in _OVER:
+        # fair time-slice share once the summed demand exceeds the GPU: the physical
+        # form of the "summed utilization" rule, given to the trees directly
+        tot = a + b
+        out.append((f"share_{f}", 1.0 / np.maximum(tot / _OVER[f], 1.0), 1))
+        out.append((f"over_{f}", np.where(np.isnan(tot), np.nan, (tot > _OVER[f]).astype(float)),
+                    -1))
+    return out
+
+
 def numeric_features(d: pd.DataFrame, feats: list[str]) -> tuple[pd.DataFrame, dict[str, int]]:
     """The numeric feature matrix and each column's monotone sign (0 when physics is silent)."""
     X: dict[str, np.ndarray] = {}
     mono: dict[str, int] = {}
     for f in feats:
         a, b = d[f"self_{f}"].to_numpy(float), d[f"partner_{f}"].to_numpy(float)
-        sign = -1 if f in ACTIVITY else 0
-        X[f"self_{f}"], mono[f"self_{f}"] = a, 0
-        X[f"partner_{f}"], mono[f"partner_{f}"] = b, sign
-        X[f"sum_{f}"], mono[f"sum_{f}"] = a + b, sign
-        X[f"max_{f}"], mono[f"max_{f}"] = np.maximum(a, b), sign
-        X[f"prod_{f}"], mono[f"prod_{f}"] = a * b, sign
-        if f in _OVER:
-            # fair time-slice share once the summed demand exceeds the GPU: the physical
-            # form of the "summed utilization" rule, given to the trees directly
-            X[f"share_{f}"] = 1.0 / np.maximum((a + b) / _OVER[f], 1.0)
-            mono[f"share_{f}"] = 1
-            tot = a + b
-            X[f"over_{f}"] = np.where(np.isnan(tot), np.nan, (tot > _OVER[f]).astype(float))
-            mono[f"over_{f}"] = -1
+        for name, values, sign in pair_columns(f, a, b):
+            X[name], mono[name] = values, sign
     return pd.DataFrame(X, index=d.index), mono

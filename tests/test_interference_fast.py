@@ -1,0 +1,98 @@
+"""The prediction fast path (numpy feature building) equals the training-side pandas path."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from features.pairs import validate_pairs
+from foresight.errors import ForesightError
+from forecaster.interference import InterferenceModel
+from forecaster.interference_features import directed
+
+from test_interference import FAST, make_pairs
+
+
+def _reference(m: InterferenceModel, pairs: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+    """The previous predict: validate_pairs -> directed -> _matrix (DataFrames throughout)."""
+    X = m._matrix(directed(validate_pairs(pairs, require_targets=False)), m.encoder_)
+    for c in m.feature_names_:
+        if c not in X:
+            X[c] = np.nan
+    X = X[m.feature_names_].to_numpy(dtype=np.float64)
+    point = np.clip(m.point_.predict(X), 0.01, 2.0)
+    low = np.minimum(np.clip(m.p10_.predict(X) - m.offset_, 0.0, 2.0), point)
+    n = len(pairs)
+    return X, pd.DataFrame({"a_speed_pred": point[:n], "b_speed_pred": point[n:],
+                            "a_speed_p10": low[:n], "b_speed_p10": low[n:]})
+
+
+@pytest.fixture(scope="module")
+def fitted_ctx() -> tuple[InterferenceModel, pd.DataFrame]:
+    p = make_pairs(n_workloads=12, n_pairs=240, seed=2)
+    p["sharing"] = np.where(np.arange(len(p)) % 3 == 0, "mps", "timeslice")
+    p["gpu_model"] = "A100"
+    return InterferenceModel(**FAST).fit(p), p
+
+
+def _variants(p: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    q = p.drop(columns=["a_speed", "b_speed"]).head(50).copy()
+    unseen = q.copy()
+    unseen.loc[:4, "a_workload"] = "never-seen"
+    unseen.loc[5:9, "sharing"] = ""              # unknown category -> missing
+    unseen.loc[10:12, "gpu_model"] = "H100"      # category not seen in training
+    unseen.loc[13:15, "a_sm_active"] = np.nan    # missing measurement
+    return {"same": q, "unseen": unseen,
+            "missing_column": q.drop(columns=["b_dram_active", "gpu_model"]),
+            "one_pair": q.head(1),
+            "names_as_objects_with_none": q.astype({"a_workload": object}).assign(
+                b_workload=[None] + q["b_workload"].tolist()[1:])}
+
+
+@pytest.mark.parametrize("variant", ["same", "unseen", "missing_column", "one_pair",
+                                     "names_as_objects_with_none"])
+def test_fast_path_equals_reference(fitted_ctx, variant):
+    m, p = fitted_ctx
+    q = _variants(p)[variant]
+    X_ref, ref = _reference(m, q)
+    X = m.predict_matrix(q)
+    assert X.shape == X_ref.shape
+    np.testing.assert_array_equal(np.isnan(X), np.isnan(X_ref))
+    np.testing.assert_allclose(X, X_ref, rtol=0, atol=1e-9, equal_nan=True)
+    pd.testing.assert_frame_equal(m.predict(q), ref, rtol=0, atol=1e-9)
+
+
+def test_fast_path_identity_only_equals_reference():
+    p = make_pairs(n_workloads=10, n_pairs=200, seed=4, features=False)
+    m = InterferenceModel(**FAST).fit(p)
+    q = p.drop(columns=["a_speed", "b_speed"]).head(30).copy()
+    q.loc[:3, "b_workload"] = "new"
+    X_ref, ref = _reference(m, q)
+    np.testing.assert_allclose(m.predict_matrix(q), X_ref, rtol=0, atol=1e-9, equal_nan=True)
+    pd.testing.assert_frame_equal(m.predict(q), ref, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("mutate,message", [
+    (lambda q: q.assign(a_sm_active="high"), "non-numeric"),
+    (lambda q: q.assign(sharing="nvlink"), "sharing"),
+    (lambda q: q.iloc[:0], "empty"),
+    (lambda q: q[["b_workload", "b_sm_active"]], "side 'a'"),
+])
+def test_fast_path_keeps_validation_errors(fitted_ctx, mutate, message):
+    m, p = fitted_ctx
+    with pytest.raises(ForesightError, match=message):
+        m.predict(mutate(p.drop(columns=["a_speed", "b_speed"]).head(5)))
+
+
+def test_fast_path_warns_on_unknown_columns_and_converts_strings(fitted_ctx):
+    m, p = fitted_ctx
+    q = p.drop(columns=["a_speed", "b_speed"]).head(8)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        out = m.predict(q.assign(extra=1))
+    assert any("extra" in str(x.message) for x in w)
+    # numbers sent as strings (a CSV read as text) go through the full validator
+    as_text = q.assign(a_sm_active=q["a_sm_active"].map(repr))
+    pd.testing.assert_frame_equal(m.predict(as_text), out, rtol=0, atol=1e-12)

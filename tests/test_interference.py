@@ -194,3 +194,21 @@ def test_cli_evaluate_writes_table_and_png(tmp_path):
     for name in ("model", "always_1", "train_mean", "util_rule", "util_linreg"):
         assert f"| {name} |" in md
     assert (tmp_path / "ev" / "interference_pred_vs_true.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("drop", ["b_dram_active", "a_dram_active"])
+def test_one_sided_feature_is_missing_not_an_error(pairs, drop):
+    # a feature measured on one side only (e.g. the partner's exporter lacks profiling
+    # counters): fit and predict treat the other side as missing instead of raising
+    one_sided = pairs.drop(columns=[drop])
+    m = InterferenceModel(**FAST).fit(one_sided)
+    assert "dram_active" in m.side_features_
+    pred = m.predict(one_sided.drop(columns=["a_speed", "b_speed"]))
+    assert len(pred) == len(pairs) and np.isfinite(pred.to_numpy()).all()
+    # a model trained with both sides predicts a one-sided table as "that side unknown"
+    full = InterferenceModel(**FAST).fit(pairs)
+    both = full.predict(pairs.drop(columns=["a_speed", "b_speed"]))
+    half = full.predict(one_sided.drop(columns=["a_speed", "b_speed"]))
+    nan_side = pairs.drop(columns=["a_speed", "b_speed"]).assign(**{drop: np.nan})
+    pd.testing.assert_frame_equal(half, full.predict(nan_side))
+    assert not np.allclose(half.to_numpy(), both.to_numpy())

@@ -8,8 +8,12 @@ sum of the true peaks of the pods on that GPU exceeds it; a pod alone always fit
 
 Gavel measures no memory, so true peak memory is *synthetic*: per workload a peak/declared
 ratio drawn once per seed from U(0.7, 1.3), times the pod's declared share. Foresight may not
-read the truth: it predicts speed from the same jobs measured on another GPU model
-(``predict_gpu``), and memory from the ratios of pods of the same workload placed before.
+read the truth ahead of time. It predicts the speed of a pair from what telemetry would have
+shown it so far: a pair that has already shared a GPU has a measured speed; any other pair gets
+the same jobs' speed measured on another GPU model (``predict_gpu``), mapped to this GPU model
+by a least-squares line fitted online to the pairs measured so far (raw P100 speeds are all
+< 0.85 on V100-safe pairs: without that mapping every co-location looks unsafe). Memory comes
+from the peak/declared ratios of pods of the same workload placed before.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ import numpy as np
 import pandas as pd
 
 from foresight.errors import ForesightError
+
+MIN_FIT_PAIRS = 5  # measured (ordered) pairs needed before the P100 -> truth line replaces raw P100
 
 
 def speed_matrix(pairs: pd.DataFrame, gpu: str, jobs: list[str]) -> np.ndarray:
@@ -35,7 +41,7 @@ def speed_matrix(pairs: pd.DataFrame, gpu: str, jobs: list[str]) -> np.ndarray:
 
 
 class ColocationMode:
-    """Workloads, truth and counters of one beyond-packing replay."""
+    """Workloads, truth, Foresight's online predictions and the counters of one replay."""
 
     def __init__(self, gavel_pairs: Path, truth_gpu: str = "v100", predict_gpu: str = "p100",
                  slow: float = 0.85) -> None:
@@ -58,29 +64,55 @@ class ColocationMode:
         self.residents: dict[tuple[int, int], list[tuple[int, int]]] = {}  # slot -> (job, milli)
         self.seen_ratio_sum = np.zeros(j)
         self.seen_ratio_n = np.zeros(j)
-        # per slot and incoming job: worst predicted pair speed; per slot and job: milli there
-        self.pred_pair = np.minimum(self.pred_speed, self.pred_speed.T)
-        self.slot_worst = np.ones((*shape, j))
-        self.slot_milli = np.zeros((*shape, j))
+        # a pair's speed is the worse of its two sides; prior = the other GPU model's pair
+        self.true_pair = np.minimum(self.true_speed, self.true_speed.T)
+        self.prior_pair = np.minimum(self.pred_speed, self.pred_speed.T)
+        self.measured = np.zeros((j, j), dtype=bool)
+        self.pred_pair = self.prior_pair.copy()
+        self.slot_milli = np.zeros((*shape, j))  # per slot and job: milli of that job there
+
+    def _measure(self, job: int, others: list[int]) -> None:
+        """Pairs that now share a GPU: telemetry shows their speed from here on."""
+        new = [k for k in others if not self.measured[job, k]]
+        if not new:
+            return
+        self.measured[job, new] = self.measured[new, job] = True
+        x, y = self.prior_pair[self.measured], self.true_pair[self.measured]
+        pred = self.prior_pair
+        if len(x) >= MIN_FIT_PAIRS and np.ptp(x) > 0:  # least-squares line prior -> truth
+            b, a = np.polyfit(x, y, 1)
+            pred = a + b * self.prior_pair
+        self.pred_pair = np.where(self.measured, self.true_pair, pred)
 
     def placed(self, pod_index: int, node: int, slots: list[int], milli: int) -> None:
         if len(slots) != 1 or milli >= 1000:
             return
         job = int(self.workload[pod_index])
-        self.residents.setdefault((node, slots[0]), []).append((job, milli))
+        here = self.residents.setdefault((node, slots[0]), [])
+        self._measure(job, [k for k, _ in here])
+        here.append((job, milli))
         self.seen_ratio_sum[job] += self.ratio[job]  # its peak shows in telemetry once it runs
         self.seen_ratio_n[job] += 1
-        np.minimum(self.slot_worst[node, slots[0]], self.pred_pair[job],
-                   out=self.slot_worst[node, slots[0]])
         self.slot_milli[node, slots[0], job] += milli
 
-    def predicted_unsafe(self, pod_index: int, milli: int) -> np.ndarray:
-        """(N, G) bool: slots where Foresight predicts a slow pair or a memory overflow."""
+    def predicted_slow(self, pod_index: int) -> np.ndarray:
+        """(N, G) bool: slots where a resident and the pod are predicted to pair under ``slow``."""
+        job = int(self.workload[pod_index])
+        partners = self.pred_pair[job] < self.slow  # jobs predicted slow beside this one
+        return (self.slot_milli[:, :, partners] > 0).any(axis=2)
+
+    def predicted_overflow(self, pod_index: int, milli: int) -> np.ndarray:
+        """(N, G) bool: slots whose predicted summed peak memory would exceed the GPU."""
         job = int(self.workload[pod_index])
         mean = np.divide(self.seen_ratio_sum, self.seen_ratio_n,
                          out=np.ones(len(self.jobs)), where=self.seen_ratio_n > 0)
         peak = self.slot_milli @ mean + milli * mean[job]
-        return (self.slot_worst[:, :, job] < self.slow) | (peak > 1000)
+        occupied = self.slot_milli.sum(axis=2) > 0  # a pod alone always fits
+        return occupied & (peak > 1000)
+
+    def predicted_unsafe(self, pod_index: int, milli: int) -> np.ndarray:
+        """(N, G) bool: slots where Foresight predicts a slow pair or a memory overflow."""
+        return self.predicted_slow(pod_index) | self.predicted_overflow(pod_index, milli)
 
     def report(self) -> dict:
         slow_pairs = pairs = oom = 0

@@ -72,7 +72,10 @@ def replay(nodes: Nodes, trace: Pods, policy: str | Policy, seed: int, tune: flo
         pol.observe(pod)
         node_ok, slots = cluster.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
         keep = pol.filter(pod, node_ok)
-        if keep is not None:
+        if keep is not None and keep.ndim == 2:  # per GPU: a node stays if one GPU does
+            slots = slots & keep
+            node_ok = node_ok & slots.any(axis=1)
+        elif keep is not None:
             node_ok, slots = node_ok & keep, slots & keep[:, None]
         cand = np.flatnonzero(node_ok)
         if len(cand):

@@ -42,7 +42,7 @@ class Policy:
         """The pod has arrived (before it is scored)."""
 
     def filter(self, pod: Pod, node_ok: np.ndarray) -> np.ndarray | None:
-        """Extra hard filter (N,) bool, or None. Baselines have none."""
+        """Extra hard filter: (N,) bool per node, (N, G) per GPU, or None (baselines)."""
         return None
 
     def placed(self, node: int, slots: list[int], pod: Pod) -> None:
@@ -182,7 +182,7 @@ class Foresight(FGD):
     No oracle: the mix is learned online from arrivals. Scores are not quantized; nodes equally
     good for fragmentation are told apart by the tightest fit (least GPU then CPU share left),
     except CPU-only pods, which go where CPU is most plentiful per free GPU milli (so they do not
-    strand GPUs of CPU-tight nodes). ``by_volume`` weighs shapes by GPU request instead of count.
+    strand GPUs of CPU-tight nodes). ``volume_power`` weighs shapes by a power of their GPU request.
     To the fragmentation increase it adds the increase in *stranded* GPU milli (``stranded``):
     measured on dev seeds 0-2 of `default` (never the published seeds 42-51) it lifts
     alloc at 100% from 95.14 to 95.86; its weight 1 was not tuned.
@@ -191,9 +191,11 @@ class Foresight(FGD):
     name = "foresight"
     half_life = 5000.0
     refresh = 32  # re-read the learned mix every so many arrivals, or at once on a new shape
-    by_volume = False
+    volume_power = 0.0  # a shape weighs (GPUs it asks) ** this: 0 = by count, 1 = by volume
     balance = 1.0  # weight of stranded-GPU milli against fragment milli (same unit: 1)
     only_worse = True
+    slow_cost = 1000.0  # beyond-packing mode: fragment milli a predicted-slow pair is worth
+    oom_filter = True  # beyond-packing mode: never share a GPU with a predicted memory overflow
 
     def reset(self, cluster, trace):
         Policy.reset(self, cluster, trace)
@@ -204,10 +206,15 @@ class Foresight(FGD):
         self.demand = np.zeros(3)  # CPU milli, memory MiB, GPU milli of the pods arrived so far
 
     def filter(self, pod, node_ok):
-        allowed = getattr(self.mode, "allowed", None)  # power mode: keep racks under the cap
-        if allowed is None or pod.num_gpu == 0:
+        if pod.num_gpu == 0:
             return None
-        return allowed(self.pod_index, pod.num_gpu, pod.milli)
+        allowed = getattr(self.mode, "allowed", None)  # power mode: keep racks under the cap
+        if allowed is not None:
+            return allowed(self.pod_index, pod.num_gpu, pod.milli)
+        overflow = getattr(self.mode, "predicted_overflow", None)
+        if overflow is not None and pod.shared and self.oom_filter:
+            return ~overflow(self.pod_index, pod.milli)  # predicted OOM is a hard violation
+        return None
 
     def stranded(self, gpu: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
         """GPU milli a node cannot sell because the CPU or memory that goes with it is gone.
@@ -225,7 +232,7 @@ class Foresight(FGD):
     def observe(self, pod):
         self.demand += (pod.cpu, pod.mem, pod.num_gpu * pod.milli)
         known = len(self.tracker)
-        weight = pod.num_gpu * pod.milli / MILLI if self.by_volume else 1.0
+        weight = (pod.num_gpu * pod.milli / MILLI) ** self.volume_power if pod.num_gpu else 1.0
         self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec, weight)
         self._seen += 1
         if len(self.tracker) == known and self._seen % self.refresh:
@@ -241,9 +248,12 @@ class Foresight(FGD):
     def score(self, pod, node_ok, slots):
         c = self.cluster
         inc = self.increase(pod, node_ok)
-        unsafe = getattr(self.mode, "predicted_unsafe", None)
-        if unsafe is not None and pod.shared:  # predicted-unsafe GPUs only as a last resort
-            inc = inc + 1e7 * unsafe(self.pod_index, pod.milli)
+        if pod.shared and getattr(self.mode, "predicted_slow", None) is not None:
+            # a predicted-slow partner costs ``slow_cost`` fragment milli: a fresh GPU is taken
+            # instead only when that fragments the cluster less than the slowdown is worth
+            inc = inc + self.slow_cost * self.mode.predicted_slow(self.pod_index)
+            if not self.oom_filter:
+                inc = inc + 1e7 * self.mode.predicted_overflow(self.pod_index, pod.milli)
         gpu_left = c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli
         if pod.num_gpu == 0:
             tie = -(c.cpu_free - pod.cpu) / np.maximum(gpu_left, 100)

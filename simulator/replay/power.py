@@ -63,5 +63,11 @@ class PowerMode:
 
     def report(self) -> dict:
         over = self.power > self.cap
+        nameplate = self.cap.sum() / self.cap_frac
         return {"racks": len(self.cap), "racks_over_cap": int(over.sum()),
-                "worst_rack_power_over_cap": round(float((self.power / self.cap).max()), 3)}
+                "worst_rack_power_over_cap": round(float((self.power / self.cap).max()), 3),
+                # rack power / rack nameplate: a policy that ignores the cap is over any cap
+                # below its rack's entry, whatever the cap it ran with (benches reuse the run)
+                "rack_power_frac": [round(float(x), 4) for x in self.power / self.cap *
+                                    self.cap_frac],
+                "cluster_power_frac": round(float(self.power.sum() / nameplate), 4)}

@@ -1,10 +1,12 @@
-"""New-job peak-framebuffer prediction on unseen jobs (later seed) and unseen workloads (LOWO).
+"""New-job peak-framebuffer prediction on unseen jobs (later seeds) and unseen workloads (LOWO).
 
     nice .venv/bin/python bench/fingerprint_newjob.py
-Train: fingerprints + predictor from seed 1 (3 days); test: every run of seed 2 that got past
-start-up on an exclusive GPU (a shared GPU's framebuffer is the sum of its pods). Unseen
-workloads: leave one workload out of seed 1's training runs, predict seed 2's runs of it with
-the key hidden. Baseline: the declared request (requested GPUs x the GPU's framebuffer).
+Train: fingerprints + predictor from seed 1 (3 days); the conformal quantiles come from the
+training runs only (leave one run out). Test: every run of seeds 2-6 (different pods, batch
+sizes and residuals) that got past start-up on an exclusive GPU (a shared GPU's framebuffer
+is the sum of its pods); ~1,000 runs, so the coverage is known to about +-0.7 %. Unseen workloads: leave one workload out of seed 1's
+training runs, predict seed 2's runs of it with the key hidden. Baseline: the declared
+request (requested GPUs x the GPU's framebuffer).
 """
 from __future__ import annotations
 
@@ -18,11 +20,13 @@ from features.segments import wide_series  # noqa: E402
 from forecaster.fingerprint import FingerprintModel, job_table, peak_runs  # noqa: E402
 from forecaster.fingerprint_predict import NewJobPredictor  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402
-from simulator.workloads import gpu_spec  # noqa: E402
+from simulator.workloads import FB_RESIDUAL_SIGMA, gpu_spec  # noqa: E402
 
 M = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",
      "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_DEV_FB_USED",
      "DCGM_FI_DEV_POWER_USAGE")
+Z95 = 1.6449
+TEST_SEEDS = (2, 3, 4, 5, 6)
 
 
 def runs(seed: int) -> pd.DataFrame:
@@ -37,60 +41,95 @@ def score(name: str, up: np.ndarray, act: np.ndarray) -> dict:
             "mean_over_when_covered": float(np.mean(((up - act) / act)[up >= act]))}
 
 
+def floor(sigma: float) -> float:
+    """Mean over-reservation of the exact 95 % bound when log peak = known + N(0, sigma)."""
+    return float(np.exp(sigma * Z95 + sigma ** 2 / 2) - 1)
+
+
 def main() -> None:
     t0 = time.time()
-    tr, te = runs(1), runs(2)
+    tr, tests = runs(1), {s: runs(s) for s in TEST_SEEDS}
     fb_gpu = gpu_spec("A40")["fb_mib"]
-    act = te["peak_fb_mib"].to_numpy()
-    rows = []
-    p = NewJobPredictor(coverage=0.95).fit(tr)
-    pr = p.predict(te)
-    rows.append(score("key match (workload fingerprint + conformal)",
-                      pr["peak_fb_upper_mib"].to_numpy(), act))
-    # per GPU (peaks are per GPU): a whole GPU's framebuffer, or the requested fraction of it
-    rows.append(score("baseline: declared request (min(GPUs, 1) x 46068 MiB per GPU)",
-                      fb_gpu * np.minimum(te["gpu_request"].to_numpy(), 1.0), act))
-    rows.append(score("baseline: max peak of the workload's training runs",
-                      te["workload"].map(tr.groupby("workload")["peak_fb_mib"].max())
+    p = NewJobPredictor(coverage=0.95, confidence=0.95).fit(tr)
+    p_avg = NewJobPredictor(coverage=0.95, confidence=None).fit(tr)
+    allt = pd.concat(tests.values(), ignore_index=True)
+    act = allt["peak_fb_mib"].to_numpy()
+    rows, by_w = [], []
+    for s, te in tests.items():
+        up = p.predict(te)["peak_fb_upper_mib"].to_numpy()
+        a = te["peak_fb_mib"].to_numpy()
+        rows.append(score(f"seed {s}: key + batch size", up, a))
+        by_w.append(pd.DataFrame({"workload": te["workload"], "cov": up >= a, "over": up / a - 1}))
+    main_row = score(f"seeds {TEST_SEEDS[0]}-{TEST_SEEDS[-1]}: key + batch-size label (memory "
+                     "model + conformal, 95 % confidence)",
+                     p.predict(allt)["peak_fb_upper_mib"].to_numpy(), act)
+    rows.append(main_row)
+    rows.append(score("all: same, average-case conformal (no confidence margin)",
+                      p_avg.predict(allt)["peak_fb_upper_mib"].to_numpy(), act))
+    rows.append(score("all: key, batch-size label withheld (workload median + conformal)",
+                      p.predict(allt.drop(columns="batch_size"))["peak_fb_upper_mib"]
                       .to_numpy(), act))
+    rows.append(score("all: baseline: declared request (min(GPUs, 1) x 46068 MiB)",
+                      fb_gpu * np.minimum(allt["gpu_request"].to_numpy(), 1.0), act))
+    rows.append(score("all: baseline: max peak of the workload's training runs",
+                      allt["workload"].map(tr.groupby("workload")["peak_fb_mib"].max())
+                      .to_numpy(), act))
+    te = tests[2]
     lowo_up, lowo_act, per = [], [], []
     for w in sorted(tr["workload"].unique()):
-        q = NewJobPredictor(coverage=0.95).fit(tr[tr["workload"] != w])
+        q = NewJobPredictor(coverage=0.95, confidence=0.95).fit(tr[tr["workload"] != w])
         t = te[te["workload"] == w]
         if t.empty:
             continue
         up = q.predict(t.assign(workload="(hidden)"))["peak_fb_upper_mib"].to_numpy()
         lowo_up.append(up), lowo_act.append(t["peak_fb_mib"].to_numpy())
         per.append(score(w, up, t["peak_fb_mib"].to_numpy()))
-    rows.append(score("key hidden: LightGBM on metadata (leave one workload out)",
+    rows.append(score("seed 2: key hidden: LightGBM on metadata incl. batch size (LOWO)",
                       np.concatenate(lowo_up), np.concatenate(lowo_act)))
-    # the floor set by the generator: per-pod framebuffer ~ class mean x lognormal(0, 0.15)
-    z = 1.6449
-    floor = float(np.exp(0.15 * z + 0.15 ** 2 / 2) - 1)
-    by_w = pd.DataFrame({"workload": te["workload"], "cov": pr["peak_fb_upper_mib"] >= act,
-                         "over": pr["peak_fb_upper_mib"] / act - 1}).groupby("workload").agg(
+    bw = pd.concat(by_w).groupby("workload").agg(
         runs=("cov", "size"), coverage=("cov", "mean"), mean_over_reservation=("over", "mean"))
+    ok = main_row["coverage"] >= 0.95 and main_row["mean_over_reservation"] < 0.15
     lines = header("New-job peak framebuffer: calibrated upper quantile (target 95 %)",
                    "nice .venv/bin/python bench/fingerprint_newjob.py", [
-        f"train: seed 1, 3 days, 30 s ({len(tr)} runs); test: seed 2 ({len(te)} runs past "
-        "start-up on exclusive GPUs); over-reservation = (upper - actual peak) / actual peak",
-        f"pooled conformal log-quantile (key path): {p.q_pooled_:.3f}; model path: "
-        f"{p.q_model_:.3f}", f"wall {time.time() - t0:.0f} s"])
+        f"train: seed 1, 3 days, 30 s ({len(tr)} runs); test: seeds "
+        f"{', '.join(map(str, TEST_SEEDS))} ({len(allt)} runs past start-up on exclusive GPUs);"
+        " over-reservation = (upper - actual peak) / actual peak",
+        "generator: peak framebuffer = fixed + per-sample x the pod's batch size (label "
+        f"`foresight.io/batch-size`) x lognormal(0, {FB_RESIDUAL_SIGMA}) "
+        "(simulator/workloads.py FB_CONFIG)",
+        "bound: 95 % upper quantile with 95 % confidence (training-conditional conformal: "
+        "covers >= 95 % of new runs with probability 0.95 over the training draw)",
+        f"conformal log-quantiles from training runs only: with batch size "
+        f"{p.q_cfg_pooled_:.3f} (pooled, per sqrt(1 + leverage)), without {p.q_pooled_:.3f}; "
+        f"model path {p.q_model_:.3f}", f"wall {time.time() - t0:.0f} s"])
     lines += table(rows)
-    lines += ["", "Key path per workload:", ""] + table(by_w.reset_index().to_dict("records"))
-    lines += ["", "Leave-one-workload-out per held-out workload:", ""] + table(per)
+    lines += ["", f"Target (>= 95 % coverage, < 15 % mean over-reservation, key + batch size, "
+              f"all {len(allt)} test runs): **{'met' if ok else 'not met'}**"]
+    lines += ["", "Key + batch-size path per workload (all test seeds):", ""] + table(
+        bw.reset_index().to_dict("records"))
+    lines += ["", "Leave-one-workload-out per held-out workload (seed 2):", ""] + table(per)
     lines += ["", "## Reading", "",
-              "- The target (>= 95 % coverage with < 15 % mean over-reservation) is **not met**."
-              " The generator draws each pod's framebuffer as its class mean times an "
-              "independent lognormal(0, 0.15) jitter (simulator/workloads.py solo_features) "
-              "that no pre-start metadata carries. Even knowing the class mean exactly, a 95 % "
-              f"upper bound over-reserves by E[exp(0.15(1.645 - Z))] - 1 = {floor:.1%} on "
-              "average: the 15 % target is below what this generator allows before the job "
-              "starts.",
-              "- The key path is at that floor (its over-reservation is close to the bound "
-              "above) and replaces the declared request, which over-reserves several-fold.",
-              "- With the key hidden, metadata (image, namespace, queue, requested GPUs) does "
-              "not identify an unseen workload's footprint; the workload-grouped conformal "
+              "- Peak memory is set by the job's configuration, which is in the job spec before "
+              "the pod starts; the generator now exposes it as a batch-size label and keeps "
+              f"only a lognormal(0, {FB_RESIDUAL_SIGMA}) residual (allocator/caching variation,"
+              f" an assumption). The exact 95 % bound then over-reserves by "
+              f"{floor(FB_RESIDUAL_SIGMA):.1%} on average; the per-workload memory model "
+              "(fixed + per-sample x batch) with leave-one-run-out conformal quantiles gets "
+              "close to that.",
+              "- Previous generator (commit d93cb39 and before): with unexplained σ=0.15 jitter"
+              f" the floor is {floor(0.15):.0%}; the key path measured 90.6 % coverage with "
+              "28.4 % mean over-reservation there (seed 2, 181 runs).",
+              "- Per seed (~150-290 runs each) the coverage of a 95 % bound moves by +-1.6 % "
+              "from sampling alone, which is why the target is judged on all test runs and why"
+              " the bound carries a confidence margin: the average-case conformal bound is "
+              "calibrated (its pooled coverage is close to 95 %) and so misses 95 % on about "
+              "half of the test sets.",
+              "- Withholding the label falls back to the workload median: coverage holds but "
+              "the bound must span every batch size of the workload, hence the large "
+              "over-reservation; the declared request over-reserves several-fold.",
+              "- With the key hidden, metadata (image, namespace, queue, requested GPUs, batch "
+              "size) does not identify an unseen workload's footprint (a batch of 32 means "
+              "different memory for different models); the workload-grouped conformal "
               "quantile keeps coverage at the price of a wide bound."]
     (RESULTS / "fingerprint_newjob.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -19,6 +19,9 @@ from forecaster.segmentation import PhaseSegmenter, _runs
 
 SCHEMA_VERSION = 1
 DEFAULT_KEY = ("foresight.io/job-template",)
+# Pod label with the job's per-GPU batch size (the configuration that sets its peak memory),
+# as the simulator writes it and as kube-state-metrics renames it.
+BATCH_LABELS = ("foresight.io/batch-size", "label_foresight_io_batch_size")
 
 
 _WORK: tuple | None = None  # (segmenter, wide series) inherited by forked workers
@@ -239,16 +242,23 @@ class FingerprintModel:
 
 
 def job_table(pods: pd.DataFrame, labels: pd.DataFrame | None,
-              key: tuple[str, ...] = DEFAULT_KEY, image_label: str = "image") -> pd.DataFrame:
+              key: tuple[str, ...] = DEFAULT_KEY, image_label: str = "image",
+              batch_labels: tuple[str, ...] = BATCH_LABELS) -> pd.DataFrame:
     """What is known about each pod before it starts: workload key, image, namespace, queue,
-    requested GPUs, priority (one row per (namespace, pod))."""
+    requested GPUs, priority, and its per-GPU batch size when a label carries it (NaN
+    otherwise) (one row per (namespace, pod))."""
     out = pods[["namespace", "pod", "queue", "priority", "gpu_request"]].copy()
     out["workload"] = workload_keys(pods, labels, key).to_numpy()
-    img = pd.Series("", index=pd.MultiIndex.from_frame(out[["namespace", "pod"]].astype(str)))
+    idx = pd.MultiIndex.from_frame(out[["namespace", "pod"]].astype(str))
+    img = pd.Series("", index=idx)
+    bs = pd.Series(np.nan, index=idx)
     if labels is not None and not labels.empty:
         li = labels[labels["label"] == image_label].set_index(["namespace", "pod"])["value"]
         img = li[~li.index.duplicated()].reindex(img.index).fillna("")
+        lb = labels[labels["label"].isin(batch_labels)].set_index(["namespace", "pod"])["value"]
+        bs = pd.to_numeric(lb[~lb.index.duplicated()], errors="coerce").reindex(idx)
     out["image"] = img.to_numpy()
+    out["batch_size"] = bs.to_numpy(dtype=float)
     return out.reset_index(drop=True)
 
 

@@ -15,7 +15,7 @@ from simulator.seeds import load_seed
 from simulator.segments import build_segments, diurnal_busy_prob
 from simulator.telemetry import METRIC_GRID, metric_grids
 from simulator.truth import build_truth
-from simulator.workloads import gpu_spec
+from simulator.workloads import BATCH_LABEL, gpu_spec
 
 
 def _names(cfg: SimConfig, pods: list) -> tuple[list, list, list, list]:
@@ -178,7 +178,8 @@ def generate_cluster(config: SimConfig) -> SyntheticCluster:
             ("foresight.io/job-template", f"{p.workload}-template"),
             ("image", f"registry.example/{p.workload}:1.0"),
             ("kueue.x-k8s.io/queue-name", p.queue),
-            ("gpu-fraction", f"{p.milli / 1000:g}"))],
+            ("gpu-fraction", f"{p.milli / 1000:g}"),
+            (BATCH_LABEL, f"{p.feats['batch_size']:g}"))],
         columns=["namespace", "pod", "label", "value"])
     truth = build_truth(cfg, spec, sim, phase_rows, health, nodes, ns, names)
     return SyntheticCluster(config=cfg, samples=samples, pods=conform(pod_df, POD_COLUMNS),

@@ -6,6 +6,9 @@ Where numbers come from:
 - SM/tensor/DRAM activity levels, framebuffer footprints, PCIe rates and phase durations are
   design assumptions (typical dcgm-exporter readings of these model families); no public
   trace in ../shared/traces has per-kernel profiling counters. They are named here in one place.
+- Peak framebuffer is set by the pod's configuration, known before it starts (see FB_CONFIG):
+  the batch-size sets are the sizes Zeus swept for each network; the memory model and its
+  constants are assumptions (no trace in ../shared/traces records memory per configuration).
 """
 from __future__ import annotations
 
@@ -39,7 +42,7 @@ class WorkloadClass:
     tensor: float        # DCGM_FI_PROF_PIPE_TENSOR_ACTIVE
     dram: float          # DCGM_FI_PROF_DRAM_ACTIVE
     pcie: float          # host<->device traffic in compute, share of ~16 GB/s (PCIe 4 x16)
-    fb_mib: float        # peak framebuffer
+    fb_mib: float        # peak framebuffer at the reference (median) batch size of FB_CONFIG
     accum: int = 1       # micro-batches per optimizer step (sets the visible iteration period)
     priority: int = 0
     # Mean activity over the phase programme relative to steady compute (what a partner
@@ -106,19 +109,72 @@ def iteration_period(w: WorkloadClass, spec: dict) -> float:
     return spec["micro_period"][w.zeus] * w.accum
 
 
+# Peak framebuffer of one pod = fixed part (weights, optimizer state, CUDA context) + a
+# per-sample part (activations, or the KV cache of a server) x its per-GPU batch size, times a
+# small residual. Why: in real clusters a job's peak memory is fixed by its configuration
+# (model, batch size, sequence length, precision), which is in the job spec before the pod
+# starts; the generator exposes it as the pod label BATCH_LABEL so a predictor can use it.
+# - Batch-size sets: the sizes Zeus swept for the calibrating network (zeus-power
+#   summary_power_*.csv); llm-finetune (micro-batches 1-16) and llm-serving (concurrent
+#   sequences 8-256) are assumptions. A pod draws one of the sizes whose peak fits in 90 % of
+#   the GPU (a configuration that runs out of memory does not run).
+# - Fixed parts (MiB) are assumptions; the per-sample part is set so that the reference
+#   (lower-median) batch gives the class's fb_mib. Check against Zeus: the largest ResNet-50
+#   batch it ran is 128 on a 16 GB P100, 256 on a 24 GB RTX6000, 512 on a 48 GB A40; this model
+#   puts those at 10.3, 18.7 and 35.3 GB, all of which fit.
+# - Residual: lognormal(0, FB_RESIDUAL_SIGMA), the run-to-run variation of one configuration
+#   (caching-allocator fragmentation, cuDNN workspace choice): an assumption. The generator
+#   used to draw the whole per-pod variation as an unexplained lognormal(0, 0.15), which puts
+#   a 95 % pre-start upper bound ~29 % above the peak on average whatever the predictor.
+BATCH_LABEL = "foresight.io/batch-size"
+FB_RESIDUAL_SIGMA = 0.04
+FB_CONFIG = {  # class: (per-GPU batch sizes, fixed MiB)
+    "resnet50": ((32, 64, 128, 192, 256, 360, 512), 2000.0),
+    "bert": ((8, 12, 16, 24, 32, 48, 56, 64, 72), 2500.0),
+    "llm-finetune": ((1, 2, 4, 8, 16), 20000.0),
+    "recsys": ((512, 1024, 2048, 4096, 8192, 16384, 32768), 1500.0),
+    "speech": ((8, 16, 32, 64, 128, 192), 2000.0),
+    "llm-serving": ((8, 16, 32, 64, 128, 256), 15000.0),
+    "notebook": ((16, 32, 64, 128, 256, 512, 1024), 1000.0),
+}
+
+
+def framebuffer_model(w: WorkloadClass, batch: np.ndarray | float) -> np.ndarray:
+    """Mean peak framebuffer (MiB) of class `w` at per-GPU batch size `batch`."""
+    sizes, fixed = FB_CONFIG[w.name]
+    ref = sorted(sizes)[(len(sizes) - 1) // 2]
+    return fixed + (w.fb_mib - fixed) / ref * np.asarray(batch, dtype=float)
+
+
+def draw_config(w: WorkloadClass, spec: dict, rng: np.random.Generator, n: int = 1
+                ) -> np.ndarray:
+    """Per-pod batch sizes: uniform over the class's sizes that fit in 90 % of the GPU."""
+    sizes = np.asarray(FB_CONFIG[w.name][0], dtype=float)
+    fits = sizes[framebuffer_model(w, sizes) <= 0.9 * spec["fb_mib"]]
+    return rng.choice(fits if len(fits) else sizes[:1], n)
+
+
 def solo_features(w: WorkloadClass, spec: dict, rng: np.random.Generator, n: int = 1) -> dict:
-    """Per-pod solo steady-compute features: class means with a per-pod log-normal jitter
-    (batch size / model variants of the same class differ by ~15 %)."""
+    """Per-pod solo steady-compute features: activity = class means with a per-pod log-normal
+    jitter (model variants of the same class differ by ~15 %); framebuffer from the pod's
+    batch size (FB_CONFIG) with a small residual; `batch_size` is the pod's configuration."""
     def jit(v: float, cap: float = 1.0) -> np.ndarray:
         return np.clip(v * rng.lognormal(0.0, 0.15, n), 0.01, cap)
 
     power_dyn = spec["power_fraction"][w.zeus] * spec["tdp_w"] - spec["idle_w"]
-    return {
-        "sm_active": jit(w.sm, 0.99), "sm_occupancy": jit(w.occ, 0.99),
-        "tensor_active": jit(w.tensor, 0.99), "dram_active": jit(w.dram, 0.99),
-        "pcie": jit(w.pcie), "fb_used_mib": jit(w.fb_mib, 0.92 * spec["fb_mib"]),
-        "power_dyn_w": jit(max(power_dyn, 5.0), spec["tdp_w"]),
-    }
+    out = {"sm_active": jit(w.sm, 0.99), "sm_occupancy": jit(w.occ, 0.99),
+           "tensor_active": jit(w.tensor, 0.99), "dram_active": jit(w.dram, 0.99),
+           "pcie": jit(w.pcie)}
+    # The same standard-normal draws the old framebuffer jitter took, in the same place, so a
+    # seed's stream (every other feature, and with them the simulated schedule) is unchanged;
+    # the configuration comes from a spawned child generator, which leaves the stream alone.
+    z = rng.standard_normal(n)
+    out["power_dyn_w"] = jit(max(power_dyn, 5.0), spec["tdp_w"])
+    batch = draw_config(w, spec, rng.spawn(1)[0], n)
+    out["fb_used_mib"] = np.clip(framebuffer_model(w, batch) * np.exp(FB_RESIDUAL_SIGMA * z),
+                                 1.0, 0.92 * spec["fb_mib"])
+    out["batch_size"] = batch
+    return out
 
 
 ACTIVITY = ("sm_active", "sm_occupancy", "tensor_active", "dram_active", "pcie", "power_dyn_w")

@@ -88,6 +88,55 @@ def test_new_job_predictor_covers_and_roundtrips(tmp_path):
     pd.testing.assert_frame_equal(q.predict(te.assign(workload="new").head(5)), unknown)
 
 
+def config_runs(n, seed):
+    """Runs whose peak is fixed + per-sample x batch size with a 4 % residual."""
+    rng = np.random.default_rng(seed)
+    w = rng.choice(["a", "b"], n)
+    bs = rng.choice([8, 16, 32, 64, 128], n).astype(float)
+    fixed = np.where(w == "a", 2000.0, 15000.0)
+    per = np.where(w == "a", 80.0, 200.0)
+    return pd.DataFrame({"workload": w, "image": "img", "namespace": "ns", "queue": "q",
+                         "gpu_request": 1.0, "priority": 0, "batch_size": bs,
+                         "peak_fb_mib": (fixed + per * bs) * rng.lognormal(0, 0.04, n)})
+
+
+def test_batch_size_narrows_the_bound(tmp_path):
+    tr, te = config_runs(200, 0), config_runs(1000, 1)
+    p = NewJobPredictor(coverage=0.95).fit(tr)
+    act = te["peak_fb_mib"].to_numpy()
+    up = p.predict(te)["peak_fb_upper_mib"].to_numpy()
+    assert np.mean(up >= act) >= 0.93 and np.mean(up / act - 1) < 0.15
+    blind = p.predict(te.drop(columns="batch_size"))["peak_fb_upper_mib"].to_numpy()
+    assert np.mean(blind / act - 1) > 2 * np.mean(up / act - 1)  # the label is what helps
+    # a batch size never seen in training: the memory model extrapolates, leverage widens
+    big = p.predict(te.head(1).assign(batch_size=512.0)).iloc[0]
+    seen = p.predict(te.head(1).assign(batch_size=128.0)).iloc[0]
+    assert big["peak_fb_upper_mib"] / big["peak_fb_p50_mib"] > \
+        seen["peak_fb_upper_mib"] / seen["peak_fb_p50_mib"]
+    p.save(tmp_path / "m")
+    pd.testing.assert_frame_equal(NewJobPredictor.load(tmp_path / "m").predict(te.head(20)),
+                                  p.predict(te.head(20)))
+
+
+def test_confidence_margin_widens_the_quantile():
+    from forecaster.fingerprint_predict import conformal_q
+
+    r = np.random.default_rng(0).normal(size=200)
+    avg, safe = conformal_q(r, 0.95), conformal_q(r, 0.95, confidence=0.95)
+    assert avg < safe < np.max(r)
+    # 30 runs cannot promise it: the average-case quantile, not an infinite bound
+    assert conformal_q(r[:30], 0.95, confidence=0.95) == conformal_q(r[:30], 0.95) < np.inf
+
+
+def test_job_table_reads_the_batch_label(cluster):
+    from simulator.workloads import BATCH_LABEL
+
+    jt = job_table(cluster.pods, cluster.pod_labels)
+    assert jt["batch_size"].notna().all() and (jt["batch_size"] > 0).all()
+    lab = cluster.pod_labels[cluster.pod_labels["label"] != BATCH_LABEL]
+    assert job_table(cluster.pods, lab)["batch_size"].isna().all()
+
+
 def test_straggler_flagged():
     rng = np.random.default_rng(0)
     rows = [(w, s, 100 * rng.lognormal(0, 0.03) * (1.15 if w == 3 and s >= 100 else 1.0))
@@ -127,6 +176,15 @@ def test_cli_build_show_predict(cluster, tmp_path, capsys):
     rc, out = _cli(capsys, "fingerprint", "predict", "--predictor", str(tmp_path / "pred"),
                    "--workload", w)
     assert rc == 0 and "source=key" in out
+    # (a 12-hour cluster has too few runs for a finite bound: compare the medians)
+    p50 = lambda o: float(o.split("peak_fb_p50_mib=")[1].split()[0])  # noqa: E731
+    bounds = []
+    for bs in ("8", "4096"):  # the batch size moves the prediction the way memory moves
+        rc, out = _cli(capsys, "fingerprint", "predict", "--predictor", str(tmp_path / "pred"),
+                       "--workload", "resnet50-template", "--batch-size", bs)
+        assert rc == 0, out
+        bounds.append(p50(out))
+    assert bounds[1] > 2 * bounds[0]
     rc, out = _cli(capsys, "fingerprint", "build", "--data", str(tmp_path / "missing"),
                    "--out", str(fp))
     assert rc == 2 and "does not exist" in out and "Traceback" not in out

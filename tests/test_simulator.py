@@ -362,3 +362,20 @@ def test_another_partner_never_speeds_a_job_up(sharing):
     if sharing != "node":  # a busy GPU partner costs more than an idle one
         idle = speed(a, {k: b[k] * 0.05 for k in keys}, sharing)
         assert np.mean(idle) > np.mean(one) + 0.1
+
+
+def test_peak_framebuffer_follows_the_batch_size_label(small):
+    """Most per-pod framebuffer variation comes from the pre-start batch-size label."""
+    from simulator.workloads import BATCH_LABEL, CATALOGUE, framebuffer_model
+
+    lab = small.pod_labels[small.pod_labels["label"] == BATCH_LABEL]
+    bs = lab.set_index(["namespace", "pod"])["value"].astype(float)
+    solo = small.truth["pod_solo"].set_index(["namespace", "pod"])
+    solo = solo.join(bs.rename("bs"), how="inner")
+    assert len(solo) >= 20
+    model = [framebuffer_model(CATALOGUE[w], b) for w, b in zip(solo["workload"], solo["bs"])]
+    resid = np.log(solo["fb_used_mib"] / np.asarray(model))
+    assert resid.std() < 0.06  # only the allocator residual is left
+    for _, g in solo.groupby("workload"):  # ... and the batch sizes explain the rest
+        if g["bs"].nunique() >= 3:
+            assert np.corrcoef(np.log(g["bs"]), np.log(g["fb_used_mib"]))[0, 1] > 0.8

@@ -122,7 +122,10 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
             image: str = typer.Option("", "--image"), namespace: str = typer.Option(
                 "", "--namespace"), queue: str = typer.Option("", "--queue"),
             gpus: float = typer.Option(1.0, "--gpus", help="Requested GPUs."),
-            priority: int = typer.Option(0, "--priority")) -> None:
+            priority: int = typer.Option(0, "--priority"),
+            batch_size: float = typer.Option(None, "--batch-size", help="Per-GPU batch size "
+                                             "(label foresight.io/batch-size), if known.")
+            ) -> None:
     """Predicted workload and peak-framebuffer upper quantile of a job before it starts."""
     from forecaster.fingerprint_predict import NewJobPredictor
 
@@ -133,7 +136,8 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
     except (ValueError, KeyError, OSError) as exc:
         raise ForesightError(f"{predictor}: cannot load the predictor ({exc})") from None
     job = pd.DataFrame([{"workload": workload, "image": image, "namespace": namespace,
-                         "queue": queue, "gpu_request": gpus, "priority": priority}])
+                         "queue": queue, "gpu_request": gpus, "priority": priority,
+                         "batch_size": batch_size}])
     r = m.predict(job).iloc[0]
     console.print(f"source={r['source']} workload={r['workload']} peak_fb_p50_mib="
                   f"{r['peak_fb_p50_mib']:.0f} peak_fb_upper_mib={r['peak_fb_upper_mib']:.0f} "

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import aiohttp
 import numpy as np
+import psutil
 
 from api_setup import ROOT, build_inputs, free_port, load_avg, machine, start_server
 
@@ -50,8 +51,14 @@ def single_cases(run: int) -> dict[str, tuple[str, str, bytes | None | list]]:
     }
 
 
+def server_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) the server process has used so far."""
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
 async def open_loop(url: str, method: str, path: str, body: bytes | None | list, rate: float,
-                    seconds: float) -> dict:
+                    seconds: float, pid: int) -> dict:
     """`body` may be a list of bodies: request i sends body[i % len] (cache-miss cases)."""
     n = int(rate * seconds)
     bodies = body if isinstance(body, list) else [body]
@@ -64,6 +71,7 @@ async def open_loop(url: str, method: str, path: str, body: bytes | None | list,
         for _ in range(20):  # warm-up: connections, first-call caches
             async with s.request(method, path, data=body, headers=headers) as r:
                 await r.read()
+        cpu0 = server_cpu(pid)
         t0 = time.perf_counter() + 0.05
 
         async def one(i: int) -> None:
@@ -77,24 +85,28 @@ async def open_loop(url: str, method: str, path: str, body: bytes | None | list,
 
         await asyncio.gather(*(one(i) for i in range(n)))
         wall = time.perf_counter() - t0
+        cpu = server_cpu(pid) - cpu0
     ok = sum(c == 200 for c in codes)
-    return {"n": n, "ok": ok, "achieved_rps": n / wall,
+    return {"n": n, "ok": ok, "achieved_rps": n / wall, "cpu_ms": 1e3 * cpu / n,
             "p50_ms": float(np.nanpercentile(lat, 50) * 1e3),
             "p99_ms": float(np.nanpercentile(lat, 99) * 1e3)}
 
 
-async def closed_loop(url: str, path: str, bodies: list[bytes], n: int) -> dict:
+async def closed_loop(url: str, path: str, bodies: list[bytes], n: int, pid: int) -> dict:
     lat = []
     async with aiohttp.ClientSession(url) as s:
         for i in range(n + 5):
+            if i == 5:
+                cpu0 = server_cpu(pid)
             t = time.perf_counter()
             async with s.post(path, data=bodies[i], headers={"content-type": "application/json"}) as r:
                 await r.read()
                 assert r.status == 200, r.status
             if i >= 5:  # first few: warm-up
                 lat.append(time.perf_counter() - t)
+    cpu = server_cpu(pid) - cpu0
     a = np.asarray(lat) * 1e3
-    return {"n": n, "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
+    return {"n": n, "cpu_ms": 1e3 * cpu / n, "p50_ms": float(np.percentile(a, 50)), "p99_ms": float(np.percentile(a, 99)),
             "max_ms": float(a.max())}
 
 
@@ -121,12 +133,12 @@ def main() -> int:
     try:
         for run in range(a.runs):
             for name, (method, path, body) in single_cases(run).items():
-                r = asyncio.run(open_loop(url, method, path, body, a.rate, a.seconds))
+                r = asyncio.run(open_loop(url, method, path, body, a.rate, a.seconds, proc.pid))
                 per.setdefault(name, []).append(r)
                 print(run, name, r, flush=True)
             k = a.batch_requests + 5
             r = asyncio.run(closed_loop(url, "/v1/interference", batch[run * k:(run + 1) * k],
-                                        a.batch_requests))
+                                        a.batch_requests, proc.pid))
             per.setdefault("POST /v1/interference (1,000 distinct pairs, closed loop)", []).append(r)
             print(run, "batch", r, flush=True)
             loads.append(load_avg())
@@ -145,14 +157,14 @@ def main() -> int:
         f"- single predictions: open loop at {a.rate:g} req/s for {a.seconds:g} s per route, "
         "latency from the scheduled send time; batch: closed loop, "
         f"{a.batch_requests} requests per run. Medians over {a.runs} runs.", "",
-        "| route | requests/run | non-200 | achieved req/s | p50 ms | p99 ms |",
-        "|---|---:|---:|---:|---:|---:|"]
+        "| route | requests/run | non-200 | achieved req/s | p50 ms | p99 ms | server CPU ms/req |",
+        "|---|---:|---:|---:|---:|---:|---:|"]
     for name, rs in per.items():
         med = lambda k: statistics.median(r[k] for r in rs)  # noqa: E731
         bad = sum(r["n"] - r.get("ok", r["n"]) for r in rs)
         rps = f"{med('achieved_rps'):.0f}" if "achieved_rps" in rs[0] else "-"
         lines.append(f"| {name} | {rs[0]['n']} | {bad} | {rps} | {med('p50_ms'):.1f} | "
-                     f"{med('p99_ms'):.1f} |")
+                     f"{med('p99_ms'):.1f} | {med('cpu_ms'):.2f} |")
     lines += ["", "Per run (p99 ms): " + "; ".join(
         n + ": " + ", ".join(f"{r['p99_ms']:.1f}" for r in rs) for n, rs in per.items())]
     Path(a.out).write_text("\n".join(lines) + "\n")

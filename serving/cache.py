@@ -20,9 +20,8 @@ class LRU:
         self._lock = threading.Lock()
         self.hits = self.misses = 0
 
-    def get_many(self, keys: Sequence[Hashable], compute: Callable[[list[int]], list[Any]]
-                 ) -> list[Any]:
-        """Values for `keys`; `compute(miss_indices)` answers the misses in one call."""
+    def lookup(self, keys: Sequence[Hashable]) -> tuple[list[Any], list[int]]:
+        """(values with None where missing, indices of the misses)."""
         out: list[Any] = [None] * len(keys)
         miss: list[int] = []
         with self._lock:
@@ -34,15 +33,24 @@ class LRU:
                     out[i] = v
         self.hits += len(keys) - len(miss)
         self.misses += len(miss)
-        if miss:
-            vals = compute(miss)
-            with self._lock:
-                for i, v in zip(miss, vals):
-                    out[i] = v
-                    self._d[keys[i]] = v
-                while len(self._d) > self.size:
-                    self._d.popitem(last=False)
+        return out, miss
+
+    def fill(self, keys: Sequence[Hashable], out: list[Any], miss: list[int],
+             vals: Sequence[Any]) -> list[Any]:
+        """Put the computed `vals` of the `miss` indices into `out` and into the cache."""
+        with self._lock:
+            for i, v in zip(miss, vals):
+                out[i] = v
+                self._d[keys[i]] = v
+            while len(self._d) > self.size:
+                self._d.popitem(last=False)
         return out
+
+    def get_many(self, keys: Sequence[Hashable], compute: Callable[[list[int]], list[Any]]
+                 ) -> list[Any]:
+        """Values for `keys`; `compute(miss_indices)` answers the misses in one call."""
+        out, miss = self.lookup(keys)
+        return self.fill(keys, out, miss, compute(miss)) if miss else out
 
 
 class VersionedCaches:

@@ -81,7 +81,9 @@ class DemandService:
             rows = [r for r in rows if r["queue"] == queue]
             if not rows:
                 raise ValueError(f"queue: {queue!r} is not in the demand series")
-        mix, src = _shape_mix(hook)
+        mix, src = _published_mix(loaded, queue)
+        if mix is None:
+            mix, src = _shape_mix(hook)
         return {"model_version": loaded.version, "freq": str(model.freq), "horizon": _fmt(span),
                 "forecasts": rows, "shape_mix": mix, "shape_mix_source": src}
 
@@ -98,9 +100,22 @@ def _rows(model: Any, s: pd.DataFrame) -> list[dict]:
                                      out["p90"])]
 
 
+def _published_mix(loaded: Any, queue: str | None) -> tuple[list[dict] | None, str]:
+    """The shape mix published with the demand model (training/kinds/demand.py): the queue's
+    own mix when one is asked for and published, else the mix of all queues."""
+    pub = getattr(loaded.model, "shape_mix_", None)
+    if not pub or not pub.get("shapes"):
+        return None, ""
+    mix, scope = pub["shapes"], "all queues"
+    if queue is not None and pub.get("by_queue", {}).get(queue):
+        mix, scope = pub["by_queue"][queue], f"queue {queue}"
+    return mix, (f"forecast published with demand model version {loaded.version}: {scope}, "
+                 f"from {pub.get('arrivals', 0)} arrivals before {pub.get('as_of', '?')}")
+
+
 def _shape_mix(hook: Any) -> tuple[list[dict] | None, str]:
-    """The pod-shape mix the fragmentation score uses: the shapes the extender has seen (no
-    shape-mix model is published to the registry yet)."""
+    """Without a published mix (a demand version from before it was published): the shapes
+    the extender has seen."""
     if hook is None:
         return None, "none: no cluster state (start with --snapshot or in a cluster)"
     with hook.state.lock:

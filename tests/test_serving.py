@@ -93,9 +93,46 @@ def test_interference_batch_is_one_vectorized_predict_matching_the_model(registr
     np.testing.assert_allclose(got[want.columns].to_numpy(), want.to_numpy(), rtol=1e-9)
     assert (got["a_speed_p10"] <= got["a_speed_pred"] + 1e-12).all()
     assert r.json()["model_version"] == "1"
-    # the same rows again come from the version's cache, with the same answers
+    # small requests (single predictions) go through the version's cache: rows asked before
+    # are not predicted again, and answer the same as in the batch
+    few = client.post("/v1/interference", json={"pairs": rows[:5]})
     again = client.post("/v1/interference", json={"pairs": rows[:5] + [{**PAIR, "a_sm_active": 2e-3}]})
-    assert calls == [300, 1] and again.json()["predictions"][:5] == r.json()["predictions"][:5]
+    assert calls == [300, 5, 1]
+    assert again.json()["predictions"][:5] == few.json()["predictions"] == r.json()["predictions"][:5]
+
+
+def test_batch_with_uneven_rows_predicts_as_the_model_does_on_the_same_table(registry):
+    """The API builds the model's table column by column (absent value: NaN; a feature given
+    for one side only: its twin all NaN); the answers are the model's on that table."""
+    client, store = _client(registry)
+    rng = np.random.default_rng(1)
+    rows = []
+    for i in range(150):  # above the cached size: the batch path
+        r = {**PAIR, "a_sm_active": float(rng.uniform())}
+        if i % 3 == 0:
+            r["gpu_model"] = "A100"
+        if i % 4 == 0:
+            r["b_gpu_util"] = float(rng.uniform(0, 100))
+        if i % 5 == 0:
+            del r["sharing"]
+        rows.append(r)
+    got = client.post("/v1/interference", json={"pairs": rows})
+    assert got.status_code == 200, got.text
+    want = store.get("interference").model.predict(
+        pd.DataFrame.from_records(rows).assign(b_sm_active=np.nan, a_gpu_util=np.nan))
+    np.testing.assert_allclose(pd.DataFrame(got.json()["predictions"])[want.columns].to_numpy(),
+                               want.to_numpy(), rtol=1e-12)
+
+
+def test_a_body_that_is_not_json_is_a_422_saying_so(registry):
+    client, _ = _client(registry)
+    for body in (b'{"pairs": [', b"\xff\xfe", b'{"pairs": [1e400]}'):
+        r = client.post("/v1/interference", content=body,
+                        headers={"content-type": "application/json"})
+        assert r.status_code in (400, 422), (body, r.status_code)
+        assert r.json()["error"].startswith(("body", "pairs")), r.json()
+    r = client.post("/v1/interference", content=b'{"pairs": [', headers={"content-type": "application/json"})
+    assert r.json()["error"].startswith("body: not JSON (at character 11")
 
 
 @pytest.mark.parametrize("pairs, field", [
@@ -175,11 +212,43 @@ def test_demand_from_a_posted_series_and_from_the_server_file(registry, tmp_path
     assert c2.get("/v1/demand", params={"queue": "zzz"}).json()["error"].startswith("queue")
 
 
-def test_score_reuses_the_extender_engine_with_registry_models(registry):
+def test_demand_shape_mix_comes_from_the_published_artifact(registry, tmp_path):
+    from serving.demand import DemandService
+    from training.kinds import demand as kind
+
+    path, manifest = Registry(registry).fetch("demand")
+    assert kind.SHAPE_MIX_FILE in manifest["files"]  # checksummed like the model files
+    pub = json.loads((path / kind.SHAPE_MIX_FILE).read_text())
+    assert pub["arrivals"] > 0 and pub["by_queue"]
+    assert sum(x["share"] for x in pub["shapes"]) == pytest.approx(1.0, abs=1e-4)
+    assert all(x["gpus"] >= 1 and 0 < x["milli"] <= 1000 for x in pub["shapes"])
+    assert pub["as_of"] <= manifest["training_window"]["end"]  # no arrival after the window
+    assert 0 <= manifest["metrics"]["shape_mix_tv"] <= 1
+    csv = tmp_path / "demand.csv"
+    ds = pd.date_range("2026-01-01", periods=72, freq="1h")
+    pd.DataFrame({"unique_id": "dev", "ds": ds, "y": 1.0}).to_csv(csv, index=False)
+    store = ModelStore(str(registry))
+    store.refresh()
+    client = TestClient(create_api(store, demand=DemandService(csv)))  # no hook: no cluster
+    body = client.get("/v1/demand").json()
+    assert body["shape_mix"] == pub["shapes"]
+    assert body["shape_mix_source"].startswith("forecast published with demand model version")
+    q = sorted(pub["by_queue"])[0]
+    pd.DataFrame({"unique_id": q, "ds": ds, "y": 1.0}).to_csv(csv, index=False)
+    assert client.get("/v1/demand", params={"queue": q}).json()["shape_mix"] == pub["by_queue"][q]
+    # a demand version published before the mix was: the mix of pods seen (here: none)
+    store.get("demand").model.shape_mix_ = None
+    old = client.get("/v1/demand", params={"queue": q}).json()
+    assert old["shape_mix"] is None and old["shape_mix_source"].startswith("none")
+
+
+def _hook_api(registry: Path, pods: list[dict]) -> tuple[TestClient, ExtenderHook]:
+    """The API with the extender mounted over two 4-GPU nodes a, b and the registry's models."""
     st = ClusterState()
     for n in ("a", "b"):
         st.upsert_node(make_node(n, gpus=4))
-    st.upsert_pod(make_pod("r0", gpus=1, node="a", phase="Running", workload="resnet50-template"))
+    for p in pods:
+        st.upsert_pod(p)
     st.ready = True
     providers = ProviderSet()
     hook = ExtenderHook(st, providers, load_config())
@@ -187,7 +256,12 @@ def test_score_reuses_the_extender_engine_with_registry_models(registry):
     install(store, providers, 3600)
     store.refresh()
     assert not providers.fallback  # interference and fingerprint adapters are in service
-    client = TestClient(create_api(store, hook, Settings(extender=True)))
+    return TestClient(create_api(store, hook, Settings(extender=True))), hook
+
+
+def test_score_reuses_the_extender_engine_with_registry_models(registry):
+    client, hook = _hook_api(registry, [make_pod("r0", gpus=1, node="a", phase="Running",
+                                                 workload="resnet50-template")])
     pod = make_pod("p", gpus=1, workload="bert-template")
     r = client.post("/v1/score", json={"pod": pod, "nodes": ["a", "b", "ghost"]})
     assert r.status_code == 200, r.text
@@ -201,6 +275,29 @@ def test_score_reuses_the_extender_engine_with_registry_models(registry):
     assert prio.status_code == 200  # the extender verbs are mounted in the same app
     assert client.post("/scheduler/filter", content=b"").status_code == 400  # was a 500
     assert client.post("/v1/score", json={"pod": {"spec": 3}, "nodes": ["a"]}).status_code == 422
+
+
+def test_score_explains_a_repeated_question_once_and_again_after_a_change(registry):
+    client, hook = _hook_api(registry, [])
+    st = hook.state
+    explained = []
+    decide = hook.scorer.decide
+
+    def spy(*a, **kw):
+        d = decide(*a, **kw)
+        orig = d.explain
+        d.explain = lambda *x, **y: explained.append(1) or orig(*x, **y)
+        return d
+
+    hook.scorer.decide = spy
+    ask = {"pod": make_pod("p", gpus=1, workload="bert-template"), "nodes": ["a", "b"]}
+    first, second = (client.post("/v1/score", json=ask) for _ in range(2))
+    assert first.status_code == 200 and second.content == first.content and len(explained) == 1
+    st.upsert_pod(make_pod("r0", gpus=4, node="a", phase="Running", workload="resnet50-template"))
+    third = client.post("/v1/score", json=ask).json()  # node a is full now: a new answer
+    assert len(explained) == 2 and third["time"] >= first.json()["time"]
+    assert {n["node"]: n["score"] for n in third["nodes"]} != \
+        {n["node"]: n["score"] for n in first.json()["nodes"]}
 
 
 def test_token_and_body_limit(registry):

@@ -8,6 +8,7 @@ other settings is compared on the same window and the same pods.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -58,7 +59,7 @@ def fit(train: dict, cfg):
     from forecaster.demand import DemandForecaster
 
     s, kw = _fit_args(train, cfg)
-    return DemandForecaster(**kw).fit(s)
+    return _with_mix(DemandForecaster(**kw).fit(s), train)
 
 
 def fit_dask(train: dict, cfg, client):
@@ -66,7 +67,60 @@ def fit_dask(train: dict, cfg, client):
     from training.dask_fit import fit_demand_dask
 
     s, kw = _fit_args(train, cfg)
-    return fit_demand_dask(s, cfg, client, **kw)
+    return _with_mix(fit_demand_dask(s, cfg, client, **kw), train)
+
+
+# ---------------------------------------------------------------- shape mix
+# The forecast mix of pod shapes (gpus, milli-GPU per GPU, as the scheduler hook counts them)
+# is published inside the demand artifact, as `shape_mix.json`: the API's /v1/demand and the
+# hook's fragmentation score need it, and it is learned from the same arrivals and window.
+SHAPE_MIX_FILE = "shape_mix.json"
+
+
+def _shapes(pods: pd.DataFrame) -> pd.DataFrame:
+    """Arrivals with a GPU request, shape "gpus:milli" (a fraction of one GPU -> 1:milli)."""
+    g = pd.to_numeric(pods["gpu_request"], errors="coerce").to_numpy(float)
+    keep = np.isfinite(g) & (g > 0)
+    g = g[keep]
+    gpus = np.where(g < 1, 1, np.ceil(g)).astype(int)
+    milli = np.where(g < 1, np.round(g * 1000), 1000).astype(int)
+    return pd.DataFrame({"ds": pods["created"].to_numpy()[keep],
+                         "queue": pods["queue"].astype(str).to_numpy()[keep],
+                         "shape": [f"{a}:{b}" for a, b in zip(gpus, milli)]})
+
+
+def _mix_list(pred: pd.DataFrame) -> list[dict]:
+    return [{"gpus": int(sh.split(":")[0]), "milli": int(sh.split(":")[1]),
+             "share": round(float(v), 6)} for sh, v in zip(pred["shape"], pred["share"])]
+
+
+def shape_mix(pods: pd.DataFrame, end: pd.Timestamp) -> dict | None:
+    """The shape mix forecast at `end` from arrivals before it, overall and per queue."""
+    from forecaster.demand_shapes import ShapeMixForecaster
+
+    a = _shapes(pods[pods["created"] < end])
+    if a.empty:
+        return None
+    f = ShapeMixForecaster().fit(a)
+    return {"kind": "shape_mix", "schema_version": 1, "as_of": pd.Timestamp(end).isoformat(),
+            "half_life": f.half_life, "prior_strength": f.prior_strength,
+            "arrivals": int(len(a)), "shapes": _mix_list(f.predict(end)),
+            "by_queue": {q: _mix_list(f.predict(end, queue=q))
+                         for q in sorted(a["queue"].unique()) if q}}
+
+
+def _with_mix(model, train: dict):
+    model.shape_mix_ = shape_mix(train["pods"], train["end"])
+    return model
+
+
+def _mix_tv(mix: pd.Series, pods: pd.DataFrame) -> float:
+    """Total variation distance between a mix (share by "gpus:milli") and the shapes that
+    actually arrived among `pods`."""
+    real = _shapes(pods)["shape"].value_counts(normalize=True)
+    both = real.index.union(mix.index)
+    return 0.5 * float((real.reindex(both, fill_value=0) - mix.reindex(both, fill_value=0))
+                       .abs().sum())
 
 
 def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
@@ -81,17 +135,32 @@ def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
          "p10_p90_coverage": float(((y >= pred["p10"]) & (y <= pred["p90"])).mean()),
          "backtest_origins": int(len(pred)), "queues": int(pred["unique_id"].nunique()),
          "freq": model.freq, "horizon_bins": int(model.horizon)}
+    mix = getattr(model, "shape_mix_", None)
+    after = test["pods"][test["pods"]["created"] >= test["cutoff"]]
+    if mix and not _shapes(after).empty:
+        # the published mix against the shapes arriving after the cutoff, and, for comparison
+        # (not a gate baseline), the plain mix of all arrivals before the cutoff
+        pub = pd.Series({f"{x['gpus']}:{x['milli']}": x["share"] for x in mix["shapes"]})
+        before = _shapes(train["pods"][train["pods"]["created"] < test["cutoff"]])
+        m["shape_mix_tv"] = _mix_tv(pub, after)
+        m["shape_mix_tv_longrun"] = _mix_tv(before["shape"].value_counts(normalize=True), after)
     return m, pred
 
 
 def save(model, path: Path) -> None:
     model.save(path)
+    mix = getattr(model, "shape_mix_", None)
+    if mix:
+        (Path(path) / SHAPE_MIX_FILE).write_text(json.dumps(mix, indent=1))
 
 
 def load(path: Path):
     from forecaster.demand import DemandForecaster
 
-    return DemandForecaster.load(path)
+    model = DemandForecaster.load(path)
+    f = Path(path) / SHAPE_MIX_FILE  # absent in versions published before the mix was
+    model.shape_mix_ = json.loads(f.read_text()) if f.is_file() else None
+    return model
 
 
 def features(model) -> list[str]:

@@ -113,11 +113,38 @@ def test_p10_is_calibrated_on_unseen_workloads():
 def test_save_load_roundtrip_and_no_pickle(fitted, pairs, tmp_path):
     fitted.save(tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["manifest.json", "p10.txt", "point.txt"]
+    assert names == ["manifest.json", "point.txt"]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["schema_version"] == 1 and manifest["features"] == fitted.feature_names_
+    assert manifest["schema_version"] == 2 and manifest["features"] == fitted.feature_names_
     loaded = InterferenceModel.load(tmp_path)
     pd.testing.assert_frame_equal(loaded.predict(pairs), fitted.predict(pairs))
+
+
+def test_schema_1_artifact_with_quantile_booster_still_loads(pairs, tmp_path):
+    # artifacts published before the conformal-margin p10 carry a p10.txt quantile booster
+    old = InterferenceModel(**FAST).fit(pairs)
+    old.p10_ = InterferenceModel(**FAST).fit(pairs.assign(
+        a_speed=pairs["a_speed"] * 0.8, b_speed=pairs["b_speed"] * 0.8)).point_
+    old.save(tmp_path)
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["schema_version"] == 1 and (tmp_path / "p10.txt").exists()
+    loaded = InterferenceModel.load(tmp_path)
+    q = pairs.drop(columns=["a_speed", "b_speed"])
+    pd.testing.assert_frame_equal(loaded.predict(q), old.predict(q))
+    new = InterferenceModel(**FAST).fit(pairs)
+    # the quantile booster, not the margin, sets the schema 1 bound
+    assert not np.allclose(old.predict(q)["a_speed_p10"], new.predict(q)["a_speed_p10"])
+
+
+def test_point_is_capped_where_no_training_speed_went(pairs):
+    m = InterferenceModel(**FAST).fit(pairs)
+    calm = pairs.drop(columns=["a_speed", "b_speed"]).assign(
+        a_sm_active=0.001, b_sm_active=0.001, a_dram_active=0.001, b_dram_active=0.001,
+        a_gpu_util=0.1, b_gpu_util=0.1, a_workload="new1", b_workload="new2")
+    pred = m.predict(calm)
+    assert (pred[["a_speed_pred", "b_speed_pred"]].to_numpy() <= m.cap_ + 1e-12).all()
+    assert m.cap_ == pytest.approx(max(1.0, np.quantile(pd.concat(
+        [pairs["a_speed"], pairs["b_speed"]]), 0.99)))
 
 
 @pytest.mark.parametrize("target", ["point.txt", "manifest.json"])

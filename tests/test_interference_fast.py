@@ -9,7 +9,7 @@ import pytest
 
 from features.pairs import validate_pairs
 from foresight.errors import ForesightError
-from forecaster.interference import InterferenceModel
+from forecaster.interference import InterferenceModel, margin_scale
 from forecaster.interference_features import directed
 
 from test_interference import FAST, make_pairs
@@ -22,8 +22,8 @@ def _reference(m: InterferenceModel, pairs: pd.DataFrame) -> tuple[np.ndarray, p
         if c not in X:
             X[c] = np.nan
     X = X[m.feature_names_].to_numpy(dtype=np.float64)
-    point = np.clip(m.point_.predict(X), 0.01, 2.0)
-    low = np.minimum(np.clip(m.p10_.predict(X) - m.offset_, 0.0, 2.0), point)
+    point = np.clip(m.point_.predict(X), 0.01, m.cap_)
+    low = np.minimum(np.clip(point - m.offset_ * margin_scale(point), 0.0, 2.0), point)
     n = len(pairs)
     return X, pd.DataFrame({"a_speed_pred": point[:n], "b_speed_pred": point[n:],
                             "a_speed_p10": low[:n], "b_speed_p10": low[n:]})

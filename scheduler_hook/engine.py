@@ -20,6 +20,7 @@ from scheduler_hook.podspec import PodRequest
 from scheduler_hook.providers import ProviderSet
 from scheduler_hook.scores import ALL
 from scheduler_hook.scores.base import ComponentResult, Context, constant
+from scheduler_hook.scores.fragmentation import forecast_mix, values_from_increase
 from scheduler_hook.state import ClusterState
 
 log = logging.getLogger("foresight.extender")
@@ -79,6 +80,12 @@ class _RowCache:
 
     def __init__(self, n_rows: int) -> None:
         self.computed = np.full(n_rows, -1, np.int64)
+        # fragmentation alone reads the shape mix: a refrozen mix rescoring only it keeps the
+        # other components' rows (a refreeze comes every ~1% of new pods)
+        self.frag_computed = np.full(n_rows, -1, np.int64)
+        self.mix_version = -1
+        self.gen = 0  # bumped by every store: `memo` is valid while it is unchanged
+        self.memo: tuple[Any, ...] | None = None  # (rows, gen, values, informative, failed, unres)
         self.values: dict[str, np.ndarray] = {}
         self.violated: dict[str, np.ndarray] = {}
         self.messages: dict[str, np.ndarray] = {}  # (N,) object: reason where violated
@@ -91,6 +98,7 @@ class _RowCache:
             self.violated[name] = np.zeros(n_rows, bool)
             self.messages[name] = np.full(n_rows, None, dtype=object)
             self.informative[name] = False
+        self.gen += 1
         self.values[name][rows] = res.raw if res.raw is not None else res.value
         self.informative[name] |= res.informative
         self.unresolvable[name] = res.unresolvable
@@ -164,7 +172,7 @@ class Scorer:
                     wsum += w
             total = total / wsum if wsum > 0 else np.full(len(rows), 0.5)
         scores = np.clip(np.rint(10.0 * total), 0, 10).astype(int)
-        src = "forecast mix" if self.providers.fresh("demand") is not None else \
+        src = "forecast mix" if forecast_mix(self.providers) else \
             f"mix of {int(sum(mix.values()))} pods seen"
         d = Decision(pod, known, rows, fallback, weights, results, total, scores, failed, unres,
                      len(names) - len(known), src, values=values,
@@ -186,41 +194,60 @@ class Scorer:
             self.providers.fresh("fingerprint") is not None
         klass = (pod.gpus, pod.milli, pod.gpu_memory_mib, pod.workload if modelled else "",
                  pod.slo_min_speed if modelled else 0.0, fallback, self.providers.version,
-                 self._mix_version, len(st.gpu_count), tuple(c.name for c in active))
+                 bool(forecast_mix(self.providers)),  # a stale forecast mix: the seen one
+                 len(st.gpu_count), tuple(c.name for c in active))
         cache = self._caches.get(klass)
         if cache is None:
             cache = self._caches[klass] = _RowCache(len(st.gpu_count))
             while len(self._caches) > 64:
                 self._caches.popitem(last=False)
         self._caches.move_to_end(klass)
-        stale = st.row_version[rows] != cache.computed[rows]
-        local = [c for c in active if c.name in LOCAL]
-        if stale.any():
+        if cache.mix_version != self._mix_version:
+            cache.frag_computed[:] = -1
+            cache.mix_version = self._mix_version
+        version = st.row_version[rows]
+        local = [c for c in active if c.name in LOCAL and c.name != "fragmentation"]
+        frag = [c for c in active if c.name == "fragmentation"]
+        for comps, computed, capacity in ((local, cache.computed, True),
+                                          (frag, cache.frag_computed, False)):
+            stale = version != computed[rows]
+            if not (comps or capacity) or not stale.any():
+                continue
             drows = np.unique(rows[stale])
             sub = Context(st, drows, pod, self.providers, self.cfg, cache=ctx.cache.copy(),
                           mix_counts=ctx.mix_counts)
-            for comp in local:
+            for comp in comps:
                 cache.store(comp.name, drows, self._safe(comp, sub), len(st.gpu_count))
-            cap = None
-            if pod.fractional or pod.milli < 0:  # kube-scheduler cannot see GPU shares
-                cap = ~sub.fits.any(axis=1)
-            need = sub.need
-            cache.store(CAPACITY, drows, ComponentResult(
-                np.ones(len(drows)), lambda j: "", cap,
-                lambda j: f"no GPU with {need[j]:.0f} milli-GPU free", informative=False),
-                len(st.gpu_count))
-            cache.computed[drows] = st.row_version[drows]
-        values = {c.name: cache.values[c.name][rows] for c in local}
-        informative = {c.name: cache.informative[c.name] for c in local}
-        if "fragmentation" in values:
-            from scheduler_hook.scores.fragmentation import values_from_increase
-
-            if pod.gpus:
-                values["fragmentation"] = values_from_increase(values["fragmentation"])
+            if capacity:
+                cap = None
+                if pod.fractional or pod.milli < 0:  # kube-scheduler cannot see GPU shares
+                    cap = ~sub.fits.any(axis=1)
+                need = sub.need
+                cache.store(CAPACITY, drows, ComponentResult(
+                    np.ones(len(drows)), lambda j: "", cap,
+                    lambda j: f"no GPU with {need[j]:.0f} milli-GPU free", informative=False),
+                    len(st.gpu_count))
+            computed[drows] = st.row_version[drows]
+        memo = cache.memo
+        if memo is None or memo[0] is not rows or memo[1] != cache.gen:
+            in_order = [c for c in active if c.name in LOCAL]  # explanations list them so
+            memo = cache.memo = (rows, cache.gen, *self._gather(cache, rows, pod, known,
+                                                                 in_order))
+        values, informative = dict(memo[2]), dict(memo[3])
         for comp in active:
             if comp.name not in LOCAL:  # depend on the whole cluster or on time: always fresh
                 res = self._safe(comp, ctx)
                 values[comp.name], informative[comp.name] = res.value, res.informative
+        return values, informative, dict(memo[4]), dict(memo[5])
+
+    @staticmethod
+    def _gather(cache: _RowCache, rows: np.ndarray, pod: PodRequest, known: list[str],
+                local: list[Any]) -> tuple[dict, dict, dict[str, str], dict[str, str]]:
+        """Row-local values and violations of `rows`, read from the class cache."""
+        values = {c.name: cache.values[c.name][rows] for c in local}
+        informative = {c.name: cache.informative[c.name] for c in local}
+        if "fragmentation" in values and pod.gpus:
+            values["fragmentation"] = values_from_increase(values["fragmentation"])
         failed: dict[str, str] = {}
         unres: dict[str, str] = {}
         known_arr: np.ndarray | None = None

@@ -28,6 +28,8 @@ class ExplanationStore:
             self._items.move_to_end(d.pod.key)
             while len(self._items) > self.keep:
                 self._items.popitem(last=False)
+        if not decision_log.isEnabledFor(logging.INFO):
+            return  # rendering the line costs more than the check, and nobody reads it
         best = int(np.argmax(d.total)) if len(d.total) else -1
         decision_log.info(orjson.dumps({
             "event": "decision", "verb": verb, "pod": d.pod.key, "uid": d.pod.uid,

@@ -7,6 +7,7 @@ provider puts the hook in fallback mode (allocation-based packing), never in a f
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import time
 from dataclasses import dataclass, field
@@ -96,10 +97,23 @@ class ProviderSet:
         return any(self.fresh(s) is None for s in MODEL_SLOTS)
 
 
+def _call(fn: Any, registry: str, cfg: dict[str, Any]) -> Any:
+    """fn(registry, cfg) when the loader takes the config too, else fn(registry)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn(registry)
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_cfg = len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in params)
+    return fn(registry, cfg) if takes_cfg else fn(registry)
+
+
 def load_registry(registry: str | None, loaders: dict[str, str], max_age_s: float,
-                  providers: ProviderSet | None = None) -> ProviderSet:
-    """Call each configured `module:function(registry_dir)` loader; a loader that is absent or
-    raises leaves its slot missing with the error recorded. Never raises."""
+                  providers: ProviderSet | None = None, cfg: dict[str, Any] | None = None
+                  ) -> ProviderSet:
+    """Call each configured `module:function(registry_dir[, cfg])` loader; a loader that is
+    absent or raises leaves its slot missing (or its previous provider in place) with the error
+    recorded. Never raises."""
     providers = providers or ProviderSet()
     if not registry:
         for slot in providers.slots.values():
@@ -108,7 +122,7 @@ def load_registry(registry: str | None, loaders: dict[str, str], max_age_s: floa
     for slot, target in loaders.items():
         try:
             mod, _, fn = target.partition(":")
-            provider = getattr(importlib.import_module(mod), fn)(registry)
+            provider = _call(getattr(importlib.import_module(mod), fn), registry, cfg or {})
             if provider is None:
                 raise LookupError("loader found no model")
             providers.set(slot, provider, max_age_s)

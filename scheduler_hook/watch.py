@@ -6,6 +6,7 @@ error backs off exponentially with jitter. The state is ready only after both fi
 """
 from __future__ import annotations
 
+import gc
 import logging
 import random
 import threading
@@ -84,8 +85,9 @@ class ClusterWatcher:
         if self.listed[resource]:
             self.resyncs[resource] += 1
         self.listed[resource] = True
-        if all(self.listed.values()):
+        if all(self.listed.values()) and not self.state.ready:
             self.state.ready = True
+            gc.freeze()  # the first full lists are long-lived: keep full collections off them
         return str(doc.get("metadata", {}).get("resourceVersion", ""))
 
     def _watch(self, resource: str, rv: str) -> None:

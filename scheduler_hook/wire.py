@@ -6,7 +6,7 @@ reason) and lenient about content (unknown node names are simply not scored).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import orjson
 
@@ -18,7 +18,7 @@ class WireError(ValueError):
 @dataclass
 class ExtenderArgs:
     pod: dict[str, Any]
-    names: list[str]
+    names: Sequence[str]              # a tuple shared between requests when ArgsParser reuses it
     node_objects: list[dict] | None   # set when nodeCacheCapable is false
     cache_capable: bool
 
@@ -33,12 +33,17 @@ def _object(body: bytes) -> dict:
     return doc
 
 
-def parse_args(body: bytes) -> ExtenderArgs:
-    """ExtenderArgs{Pod, Nodes, NodeNames}; exactly one of Nodes/NodeNames carries the nodes."""
-    doc = _object(body)
+def _pod(doc: dict) -> dict:
     pod = doc.get("Pod")
     if not isinstance(pod, dict):
         raise WireError("Pod must be an object (a v1.Pod)")
+    return pod
+
+
+def parse_args(body: bytes) -> ExtenderArgs:
+    """ExtenderArgs{Pod, Nodes, NodeNames}; exactly one of Nodes/NodeNames carries the nodes."""
+    doc = _object(body)
+    pod = _pod(doc)
     names_raw, nodes_raw = doc.get("NodeNames"), doc.get("Nodes")
     if names_raw is not None:
         if not isinstance(names_raw, list) or not set(map(type, names_raw)) <= {str}:
@@ -56,6 +61,50 @@ def parse_args(body: bytes) -> ExtenderArgs:
             raise WireError(f"Nodes.items[{i}].metadata.name must be a non-empty string")
         names.append(name)
     return ExtenderArgs(pod, names, items, False)
+
+
+_NAMES_KEY = b'"NodeNames":'
+
+
+class ArgsParser:
+    """parse_args that remembers the last few NodeNames arrays, byte for byte.
+
+    kube-scheduler sends the same thousands of node names pod after pod (Go writes the fields
+    in struct order, so `"NodeNames":[...]` closes the body). Decoding and type-checking 5,000
+    names and hashing them to find their rows cost more than scoring the pod, so when the bytes
+    after the last `"NodeNames":` equal an array already parsed, only the rest is decoded and
+    the earlier tuple (same object: later caches key on it) is reused. That is exact: the rest
+    with `null` in place of a valid JSON value parses iff the whole body does, and to the same
+    Pod. Anything else takes the plain path.
+    """
+
+    MIN_NAMES = 64  # short lists are cheap to parse: not worth remembering
+
+    def __init__(self, keep: int = 4) -> None:
+        self.keep = keep
+        self._known: list[tuple[bytes, tuple[str, ...]]] = []  # (array bytes, names), newest last
+
+    def __call__(self, body: bytes) -> ExtenderArgs:
+        i = body.rfind(_NAMES_KEY)
+        tail = body[i + len(_NAMES_KEY):-1] if i > 0 and body.endswith(b"}") else b""
+        if len(tail) > 2 * self.MIN_NAMES:
+            for k in range(len(self._known) - 1, -1, -1):
+                raw, names = self._known[k]
+                if raw == tail:  # length check, then memcmp
+                    pod = _pod(_object(body[:i] + _NAMES_KEY + b"null}"))
+                    if k != len(self._known) - 1:  # most recently used last: the full node
+                        self._known.append(self._known.pop(k))  # list outlives subsets
+                    return ExtenderArgs(pod, names, None, True)
+        args = parse_args(body)
+        if args.cache_capable and len(args.names) >= self.MIN_NAMES and tail:
+            try:
+                same = orjson.loads(tail) == args.names  # the tail is exactly that array
+            except orjson.JSONDecodeError:
+                same = False
+            if same:
+                args.names = tuple(args.names)
+                self._known = [*self._known[-(self.keep - 1):], (bytes(tail), args.names)]
+        return args
 
 
 def filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str],

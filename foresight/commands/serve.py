@@ -1,6 +1,7 @@
 """`foresight serve`: the scheduler extender and the prediction REST API over HTTP."""
 from __future__ import annotations
 
+import gc
 import logging
 import threading
 from pathlib import Path
@@ -14,6 +15,7 @@ from foresight.errors import ForesightError
 def build_extender(snapshot: Path | None, registry: Path | None, config: Path | None,
                    kubeconfig: Path | None = None) -> tuple[Any, Any]:
     """(ExtenderHook, watcher or None): state from a snapshot, or list+watch of the cluster."""
+    from scheduler_hook import carbon
     from scheduler_hook.config import load_config
     from scheduler_hook.hook import ExtenderHook
     from scheduler_hook.providers import load_registry
@@ -23,8 +25,9 @@ def build_extender(snapshot: Path | None, registry: Path | None, config: Path | 
     cfg = load_config(config)
     if registry is not None and not registry.is_dir():
         raise ForesightError(f"registry is not a directory: {registry}")
-    providers = load_registry(str(registry) if registry else None, cfg.get("loaders") or {},
-                              float(cfg["model_max_age_s"]))
+    providers = load_registry(str(registry) if registry else None, _own_loaders(cfg),
+                              float(cfg["model_max_age_s"]), cfg=cfg)
+    carbon.install(providers, cfg)
     state = ClusterState()
     if snapshot is not None:
         load_snapshot(snapshot, state)
@@ -47,13 +50,23 @@ def build_extender(snapshot: Path | None, registry: Path | None, config: Path | 
     return hook, ClusterWatcher(state, api, workload_labels=labels)
 
 
+#: Slots the API's model store fills on every swap (serving.providers.install): their config
+#: loaders would only load the same models a second time.
+STORE_FED = ("interference", "fingerprint")
+
+
+def _own_loaders(cfg: dict) -> dict[str, str]:
+    return {k: v for k, v in (cfg.get("loaders") or {}).items() if k not in STORE_FED}
+
+
 def _reload_loop(hook: Any, registry: Path, every_s: float, stop: threading.Event) -> None:
-    """Hot reload: re-run the loaders; a failing loader keeps the previous provider."""
+    """Hot reload of the slots the store does not feed (the demand provider: its mix and its
+    reservation forecast are computed at load); a failing loader keeps the previous provider."""
     from scheduler_hook.providers import load_registry
 
     while not stop.wait(every_s):
-        load_registry(str(registry), hook.cfg.get("loaders") or {},
-                      float(hook.cfg["model_max_age_s"]), hook.providers)
+        load_registry(str(registry), _own_loaders(hook.cfg), float(hook.cfg["model_max_age_s"]),
+                      hook.providers, cfg=hook.cfg)
 
 
 def register(app: typer.Typer) -> None:
@@ -104,13 +117,23 @@ def register(app: typer.Typer) -> None:
                                 int(max_body_mb * 1024 * 1024))
         if app is None:
             app = create_app(hook)
+        # The cluster state is a few hundred thousand long-lived objects: without this every
+        # full collection walks them all (~0.3 s at 5,000 nodes, a stall inside a scheduling
+        # cycle). A watcher freezes again after its first list (scheduler_hook.watch).
+        gc.collect()
+        gc.freeze()
         if watcher is not None:
             watcher.start()
+        stop = threading.Event()
+        if hook is not None and registry is not None and _own_loaders(hook.cfg):
+            threading.Thread(target=_reload_loop, args=(hook, registry, reload_s, stop),
+                             name="foresight-extender-reload", daemon=True).start()
         try:
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
                         ssl_certfile=str(tls_cert) if tls_cert else None,
                         ssl_keyfile=str(tls_key) if tls_key else None)
         finally:
+            stop.set()
             if poller is not None:
                 poller.stop()
             if watcher is not None:

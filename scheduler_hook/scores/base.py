@@ -99,8 +99,18 @@ class Component(Protocol):
     def score(self, ctx: Context) -> ComponentResult: ...
 
 
+_CONSTANTS: dict[tuple[int, float], np.ndarray] = {}
+
+
 def constant(ctx: Context, value: float, reason: str) -> ComponentResult:
-    return ComponentResult(np.full(ctx.n, value), lambda _j: reason, informative=False)
+    # shared read-only arrays: components that are off cost no 5,000-float fill per request
+    arr = _CONSTANTS.get((ctx.n, value))
+    if arr is None:
+        if len(_CONSTANTS) >= 64:
+            _CONSTANTS.clear()
+        arr = _CONSTANTS[(ctx.n, value)] = np.full(ctx.n, float(value))
+        arr.flags.writeable = False
+    return ComponentResult(arr, lambda _j: reason, informative=False)
 
 
 def score_one(component: Component, ctx: Context, j: int) -> tuple[float, str]:

@@ -4,6 +4,8 @@ future. Value 1 on the node whose expected fragmentation grows least among the c
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from scheduler_hook.fragmentation import ShapeMix, fragmentation_increase
@@ -12,13 +14,19 @@ from scheduler_hook.scores.base import ComponentResult, Context, constant
 _NO_CPU_LIMIT = np.int64(1) << 40  # the hook leaves CPU fit to kube-scheduler
 
 
+def forecast_mix(providers: Any) -> dict[tuple[int, int], float]:
+    """The fresh demand provider's shape mix; {} when there is none or it forecasts none (a
+    demand model published without a mix)."""
+    model = providers.fresh("demand")
+    return {k: float(v) for k, v in model.shape_mix().items()} if model is not None else {}
+
+
 def shape_mix(ctx: Context) -> tuple[ShapeMix, str]:
     """The mix to score against, and where it came from."""
     if "shape_mix" in ctx.cache:
         return ctx.cache["shape_mix"]
-    model = ctx.providers.fresh("demand")
-    if model is not None:
-        counts = {k: float(v) for k, v in model.shape_mix().items()}
+    counts = forecast_mix(ctx.providers)
+    if counts:
         src = "forecast mix"
     else:
         seen = ctx.mix_counts if ctx.mix_counts is not None else ctx.state.shape_counts

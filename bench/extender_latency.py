@@ -200,6 +200,8 @@ def main() -> None:
         "in-process prioritize p99 <= 10 ms": m["prio_p99"] <= 10,
         "HTTP prioritize p99 <= 30 ms": m["http_prio_p99"] <= 30,
         f"sustains {a.rate:.0f} pods/s (filter+prioritize)": m["achieved_pods_s"] >= 0.98 * a.rate,
+        # what the rate depends on when the machine is shared: < half of a core at that rate
+        "server CPU per pod <= 2.5 ms (HTTP included)": m["server_cpu_ms_per_pod"] <= 2.5,
     }
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
     lines = [

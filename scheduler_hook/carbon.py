@@ -94,3 +94,5 @@ def install(providers: Any, cfg: dict[str, Any]) -> None:
     if c.get("intensity_file"):
         providers.set("carbon", CarbonWindows(c["intensity_file"], float(c.get("hold_s", 3600))),
                       max_age_s=float("inf"))  # freshness is per window, inside the provider
+    elif providers.slots["carbon"].provider is None:  # not a registry model: say what is off
+        providers.slots["carbon"].error = "no carbon.intensity_file configured"

@@ -70,6 +70,8 @@ def test_default_loaders_give_model_providers_and_fallback_without_registry(regi
         assert f"foresight_extender_fallback {gauge}" in client.get("/metrics").text
     assert ready["providers"]["interference"] == {"status": "missing",
                                                   "error": "no --registry given"}
+    install(providers, cfg)  # no carbon file in the default config
+    assert providers.status()["carbon"]["error"] == "no carbon.intensity_file configured"
 
 
 def test_demand_provider_reads_the_published_mix_and_reserves_forecast_queue_demand(

@@ -70,6 +70,7 @@ class ColocationMode:
         self.measured = np.zeros((j, j), dtype=bool)
         self.pred_pair = self.prior_pair.copy()
         self.slot_milli = np.zeros((*shape, j))  # per slot and job: milli of that job there
+        self.shared_slot = np.zeros(shape, dtype=bool)  # a GPU-sharing pod runs there
 
     def _measure(self, job: int, others: list[int]) -> None:
         """Pairs that now share a GPU: telemetry shows their speed from here on."""
@@ -94,6 +95,7 @@ class ColocationMode:
         self.seen_ratio_sum[job] += self.ratio[job]  # its peak shows in telemetry once it runs
         self.seen_ratio_n[job] += 1
         self.slot_milli[node, slots[0], job] += milli
+        self.shared_slot[node, slots[0]] = True
 
     def predicted_slow(self, pod_index: int) -> np.ndarray:
         """(N, G) bool: slots where a resident and the pod are predicted to pair under ``slow``."""
@@ -107,12 +109,7 @@ class ColocationMode:
         mean = np.divide(self.seen_ratio_sum, self.seen_ratio_n,
                          out=np.ones(len(self.jobs)), where=self.seen_ratio_n > 0)
         peak = self.slot_milli @ mean + milli * mean[job]
-        occupied = self.slot_milli.sum(axis=2) > 0  # a pod alone always fits
-        return occupied & (peak > 1000)
-
-    def predicted_unsafe(self, pod_index: int, milli: int) -> np.ndarray:
-        """(N, G) bool: slots where Foresight predicts a slow pair or a memory overflow."""
-        return self.predicted_slow(pod_index) | self.predicted_overflow(pod_index, milli)
+        return self.shared_slot & (peak > 1000)  # a pod alone always fits
 
     def report(self) -> dict:
         slow_pairs = pairs = oom = 0

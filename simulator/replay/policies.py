@@ -198,7 +198,7 @@ class Foresight(FGD):
     volume_power = 0.0  # a shape weighs (GPUs it asks) ** this: 0 = by count, 1 = by volume
     balance = 1.0  # weight of stranded-GPU milli against fragment milli (same unit: 1)
     only_worse = True
-    slow_cost = 1000.0  # beyond-packing mode: fragment milli a predicted-slow pair is worth
+    slow_cost = 775.0  # beyond-packing mode: fragment milli a predicted-slow pair costs (dev 0-2)
     oom_filter = True  # beyond-packing mode: never share a GPU with a predicted memory overflow
 
     def reset(self, cluster, trace):

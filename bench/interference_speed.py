@@ -125,7 +125,8 @@ def main() -> None:
         f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
         "Data: 10,000 training pairs / 1,000 scored pairs, 200 workloads, 10 solo features per "
         "side, workload names (identity encodings on). Fit = the whole `fit` (directed rows, "
-        "out-of-fold identity encodings, point model, conformal p10 model); predict = the whole "
+        "out-of-fold identity encodings, point model, cross-conformal p10 margin with its "
+        "inner point fits); predict = the whole "
         f"`predict` on a DataFrame. Medians over {args.runs} fits and {args.predict_runs} "
         "predicts.", "",
         "PASS/FAIL judge the wall-clock medians; CPU time (process time, all threads) is shown "

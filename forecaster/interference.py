@@ -114,14 +114,17 @@ class InterferenceModel:
         """Cross-conformal margin, grouped by workload (see margin_scale for the score).
 
         For each group k, an inner point model is fit on the training rows that touch no
-        workload of k (a third of the rounds at three times the rate: same capacity, a third
-        of the cost) and scores the rows that touch k, their identity encodings computed
+        workload of k (a third of the rounds at three times the rate: about the same
+        capacity, a fraction of the cost) and scores the rows that touch k, their identity encodings computed
         without k. The pooled scores' (1 - alpha) conformal quantile is the margin.
         """
         gs, gp, k = self._calibration_groups(d)
         rounds = max(20, self.n_estimators // 3)
+        # "intermediate" monotone constraints: ~30% cheaper per round than the point model's
+        # "advanced", and these fits only estimate the size of held-out errors
         extra = {"objective": "regression", "rounds": rounds,
-                 "learning_rate": self.learning_rate * self.n_estimators / rounds}
+                 "learning_rate": self.learning_rate * self.n_estimators / rounds,
+                 "monotone_constraints_method": "intermediate"}
         scores = []
         for g in range(k):
             touch = (gs == g) | (gp == g)
@@ -179,7 +182,7 @@ class InterferenceModel:
                   "num_threads": self.n_threads, "seed": self.seed, "verbosity": -1,
                   "deterministic": True, **extra}
         params["monotone_constraints"] = [mono.get(c, _ID_MONOTONE.get(c, 0)) for c in X]
-        params["monotone_constraints_method"] = "advanced"
+        params.setdefault("monotone_constraints_method", "advanced")
         cats = [c for c in X.columns if c in _CATEGORICAL]
         ds = lgb.Dataset(X, y, categorical_feature=cats or "auto", free_raw_data=True)
         return lgb.train(params, ds, num_boost_round=rounds)

@@ -2,7 +2,10 @@
 horizon / exponential smoothing, at 10 and 30 minutes, for SM activity, power and framebuffer.
 
     nice .venv/bin/python bench/usage_backtest.py
-Runs the CLI exactly as a user would (simulate -> usage series -> usage backtest).
+Runs the CLI exactly as a user would (simulate -> usage series -> usage backtest). The
+current phase comes from the simulator's truth/phases table (`--phases`), standing in for a
+phase the job reports or one segmented from its recent samples; SM and framebuffer are also
+run without it, to show what the phase adds.
 """
 from __future__ import annotations
 
@@ -20,12 +23,25 @@ FS = str(ROOT / ".venv" / "bin" / "foresight")
 METRICS = {"sm": "DCGM_FI_PROF_SM_ACTIVE", "power": "DCGM_FI_DEV_POWER_USAGE",
            "fb": "DCGM_FI_DEV_FB_USED"}
 TEST_START = "2026-01-09T00:00:00Z"  # days 1-4 train, days 5-6 test
+RUNS = [(m, h, ph) for m in METRICS for ph in (True, False) for h in ("10min", "30min")
+        if ph or m != "power"]
 
 
 def run(*args: str) -> float:
     t = time.time()
     subprocess.run([FS, *args], check=True, capture_output=True, text=True)
     return time.time() - t
+
+
+def error_by_phase(pred: pd.DataFrame, phases: str) -> pd.Series:
+    """Share of last-value's absolute error by the pod's phase at the origin."""
+    from features.usage_series import attach_phases
+
+    o = pd.to_datetime(pred["origin"], utc=True) - pd.Timedelta("1min")  # the last full bin
+    at = attach_phases(pd.DataFrame({"unique_id": pred["unique_id"], "ds": o, "y": 0.0}),
+                       pd.read_parquet(phases), "1min")
+    err = (pred["last_value"] - pred["y_true"]).abs()
+    return err.groupby(at["phase"].to_numpy()).sum() / err.sum()
 
 
 def main() -> None:
@@ -37,32 +53,37 @@ def main() -> None:
                "--nodes", "8", "--metrics", ",".join(METRICS.values())]
         run(*sim)
         cmds.append("foresight " + " ".join(sim).replace(str(d), "DIR"))
-        for m in METRICS:
+        phases = str(d / "sim" / "truth" / "phases.parquet")
+        for m, h, with_phase in RUNS:
             s = d / f"{m}.csv"
             a = ["usage", "series", "--data", str(d / "sim"), "--metric", m, "--freq", "1min",
                  "--out", str(s)]
-            run(*a)
-            for h in ("10min", "30min"):
-                out = d / f"{m}_{h}.csv"
-                b = ["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", h,
-                     "--test-start", TEST_START, "--out", str(out)]
-                wall = run(*b)
-                if m == "sm" and h == "10min":
-                    cmds += ["foresight " + " ".join(a).replace(str(d), "DIR"),
-                             "foresight " + " ".join(b).replace(str(d), "DIR")]
-                p = pd.read_csv(out)
-                mae = {c: float(np.mean(np.abs(p[c] - p["y_true"])))
-                       for c in ("p50", "last_value", "mean_last_h", "ses")}
-                best = min(("last_value", "mean_last_h", "ses"), key=mae.get)
-                rows.append({"metric": m, "horizon": h, "origins": len(p),
-                             "series": p["unique_id"].nunique(), "MAE_model": mae["p50"],
-                             "MAE_last_value": mae["last_value"],
-                             "MAE_mean_last_h": mae["mean_last_h"], "MAE_ses": mae["ses"],
-                             "best_baseline": best,
-                             "gain_vs_best": 1 - mae["p50"] / mae[best],
-                             "p10_p90_coverage": float(np.mean((p["y_true"] >= p["p10"]) &
-                                                               (p["y_true"] <= p["p90"]))),
-                             "wall_s": wall})
+            if not s.exists():
+                run(*a)
+            out = d / f"{m}_{h}.csv"
+            b = ["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", h,
+                 "--test-start", TEST_START, "--out", str(out)] + \
+                (["--phases", phases] if with_phase else [])
+            wall = run(*b)
+            if m == "sm" and h == "10min" and with_phase:
+                cmds += ["foresight " + " ".join(a).replace(str(d), "DIR"),
+                         "foresight " + " ".join(b).replace(str(d), "DIR")]
+            p = pd.read_csv(out)
+            mae = {c: float(np.mean(np.abs(p[c] - p["y_true"])))
+                   for c in ("p50", "last_value", "mean_last_h", "ses")}
+            best = min(("last_value", "mean_last_h", "ses"), key=mae.get)
+            rows.append({"metric": m, "horizon": h, "phase": "yes" if with_phase else "no",
+                         "origins": len(p),
+                         "series": p["unique_id"].nunique(), "MAE_model": mae["p50"],
+                         "MAE_last_value": mae["last_value"],
+                         "MAE_mean_last_h": mae["mean_last_h"], "MAE_ses": mae["ses"],
+                         "best_baseline": best,
+                         "gain_vs_best": 1 - mae["p50"] / mae[best],
+                         "p10_p90_coverage": float(np.mean((p["y_true"] >= p["p10"]) &
+                                                           (p["y_true"] <= p["p90"]))),
+                         "wall_s": wall})
+            if m == "fb" and h == "30min" and with_phase:
+                share = error_by_phase(p, phases)
     lines = header("Usage backtest (short-horizon per-pod usage forecast) on a synthetic cluster",
                    "nice .venv/bin/python bench/usage_backtest.py", [
         "data: 8 nodes x 4 A40, 6 days at 60 s, seed 3; 1-min bins per (pod, GPU); train: "
@@ -74,9 +95,23 @@ def main() -> None:
     fmt_rows = [{k: (f"{v:.4g}" if isinstance(v, float) and k.startswith("MAE") else v)
                  for k, v in r.items()} for r in rows]
     lines += table(fmt_rows)
-    ok = all(r["gain_vs_best"] >= 0.10 for r in rows if r["metric"] == "sm")
-    lines += ["", f"Target (MAE >= 10 % below the best baseline at 10 and 30 min, SM activity): "
-              f"**{'met' if ok else 'not met'}**"]
+    for m in METRICS:
+        ok = all(r["gain_vs_best"] >= 0.10 for r in rows if r["metric"] == m and
+                 r["phase"] == "yes")
+        lines += ["", f"Target for {m} (MAE >= 10 % below the best baseline at 10 and 30 min, "
+                  f"with the phase): **{'met' if ok else 'not met'}**"]
+    lines += ["", "## Reading", "",
+              "- The model corrects a base (last value or mean of the last horizon) and keeps "
+              "the plain base unless the correction gains >= 3 % on the validation tail of the "
+              "training window (no choice is made on the test window).",
+              "- Framebuffer: DCGM_FI_DEV_FB_USED is per GPU, so a (pod, GPU) series also moves"
+              " when another pod starts or ends on a shared GPU. Here "
+              f"{share.reindex(['compute', 'idle']).fillna(0).sum():.0%} of last-value's 30-min"
+              " error falls while the pod itself sits in compute or idle (partners arriving and"
+              " leaving, which nothing in the pod's own samples or phase foresees) and "
+              f"{share.get('startup', 0.0):.0%} in its own start-up. Where the correction does "
+              "not clear the validation bar the forecast is the last value (gain 0); before "
+              "this rule it lost 27 % at 30 min (previous bench/results/usage_backtest.md)."]
     (RESULTS / "usage_backtest.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -3,9 +3,14 @@
 `unique_id` is "namespace/pod/node/gpu"; `y` is the metric averaged per bin (a level, so the
 usage forecaster aggregates with `agg="mean"`). Bins are regularized with the demand series'
 helper (features.demand_series.regularize), so both forecasters see identical grids.
+An optional `phase` column (attach_phases) names each bin's phase: a feature of the usage
+forecaster ("from a running pod's recent samples and its current phase").
 """
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pandas as pd
 
 from features.demand_series import parse_freq, regularize
@@ -31,3 +36,45 @@ def usage_long(samples: pd.DataFrame, metric: str = "sm", freq: str = "1min") ->
     d = d.groupby(["unique_id", "ds"], sort=True)["y"].mean().reset_index()
     # a pod's series ends when it ends: no fill past its last sample
     return regularize(d, freq, agg="mean")[LONG_COLUMNS]
+
+
+def attach_phases(long: pd.DataFrame, phases: pd.DataFrame, freq: str = "1min") -> pd.DataFrame:
+    """Add a `phase` column to a usage long table: the phase in effect at the *end* of each
+    bin (so the phase of bin ds < t is what is known at origin t), "" where none is known.
+
+    `phases` holds intervals (namespace, pod, [node, gpu,] start, end, phase): the simulator's
+    truth/phases table, the fingerprint segmentation of the recent samples, or phases the job
+    reports itself. Without node/gpu an interval applies to every GPU of the pod.
+    """
+    need = {"namespace", "pod", "start", "end", "phase"}
+    if not need <= set(phases.columns):
+        raise ForesightError(f"phases: need columns {', '.join(sorted(need))}")
+    step = parse_freq(freq)
+    out = long.copy()
+    parts = out["unique_id"].astype(str).str.split("/", n=3, expand=True)
+    if parts.shape[1] < 4 or parts.isna().any().any():
+        raise ForesightError("phases: series unique_id must be namespace/pod/node/gpu (as "
+                             "`usage series` writes it) to match phase intervals")
+    per_gpu = {"node", "gpu"} <= set(phases.columns)
+    key = (parts[0] + "/" + parts[1] + ("/" + parts[2] + "/" + parts[3] if per_gpu else ""))
+    ph = phases.assign(start=pd.to_datetime(phases["start"], utc=True),
+                       end=pd.to_datetime(phases["end"], utc=True))
+    pkey = ph["namespace"].astype(str) + "/" + ph["pod"].astype(str)
+    if per_gpu:
+        pkey = pkey + "/" + ph["node"].astype(str) + "/" + ph["gpu"].astype(str)
+    left = pd.DataFrame({"k": key.to_numpy(), "t": pd.to_datetime(out["ds"], utc=True) + step
+                         - pd.Timedelta("1ns"), "row": np.arange(len(out))}).sort_values("t")
+    right = pd.DataFrame({"k": pkey.to_numpy(), "t": ph["start"], "end": ph["end"],
+                          "phase": ph["phase"].astype(str)}).sort_values("t")
+    m = pd.merge_asof(left, right, on="t", by="k", direction="backward")
+    m["phase"] = m["phase"].where(m["t"] < m["end"], "").fillna("")
+    out["phase"] = m.sort_values("row")["phase"].to_numpy()
+    return out
+
+
+def read_phases(path: str | Path) -> pd.DataFrame:
+    """A phase-interval table from Parquet or CSV (see attach_phases for the columns)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ForesightError(f"phases file not found: {p}")
+    return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)

@@ -96,3 +96,79 @@ def test_cli_backtest(tmp_path, capsys):
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out)])
     err = capsys.readouterr()
     assert rc == 2 and "horizon" in (err.out + err.err)
+
+
+def startup_series(n_series=30, n=500, seed=0):
+    """Idle and start-up sit at the same level, so only the phase tells whether the compute
+    level (2.2x) is about to come back."""
+    rng = np.random.default_rng(seed)
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    parts = []
+    for k in range(n_series):
+        level = rng.uniform(0.4, 0.9)
+        y, ph = [], []
+        while len(y) < n:
+            for name, d, lv in (("idle", rng.integers(10, 40), 0.45), ("startup",
+                                rng.integers(3, 7), 0.45), ("compute", rng.integers(15, 40), 1)):
+                y += [level * lv] * int(d)
+                ph += [name] * int(d)
+        y = np.asarray(y[:n]) + rng.normal(0, 0.005, n)
+        parts.append(pd.DataFrame({"unique_id": f"p{k}", "ds": t0 + pd.to_timedelta(
+            np.arange(n), "min"), "y": y, "phase": ph[:n]}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_phase_feature_helps_and_does_not_leak():
+    df = startup_series()
+    start = pd.Timestamp("2026-01-01T06:00Z")
+    mae = {}
+    for name, d in (("phase", df), ("none", df.drop(columns="phase"))):
+        m = UsageForecaster(horizon=10, n_estimators=100).fit(d[d["ds"] < start])
+        p = m.predict_origins(d, start)
+        mae[name] = float(np.mean(np.abs(p["p50"] - p["y_true"])))
+    assert m.phases_ is False
+    assert mae["phase"] < 0.8 * mae["none"]
+    m = UsageForecaster(horizon=10, n_estimators=100).fit(df[df["ds"] < start])
+    origin = start + pd.Timedelta("30min")
+    changed = df.copy()
+    changed.loc[changed["ds"] >= origin, "phase"] = "startup"  # phases from the origin on
+    a, b = m.predict_origins(df, start), m.predict_origins(changed, start)
+    at = lambda p: p[pd.to_datetime(p["origin"], utc=True) == origin]["p50"]  # noqa: E731
+    np.testing.assert_allclose(at(a), at(b))
+
+
+def test_attach_phases_uses_the_phase_at_the_end_of_each_bin():
+    from features.usage_series import attach_phases
+
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    long = pd.DataFrame({"unique_id": ["ns/a/n/0"] * 4 + ["ns/a/n/1"] * 4,
+                         "ds": list(t0 + pd.to_timedelta(np.arange(4), "min")) * 2, "y": 1.0})
+    ph = pd.DataFrame({"namespace": "ns", "pod": "a", "start": [t0, t0 + pd.Timedelta("90s")],
+                       "end": [t0 + pd.Timedelta("90s"), t0 + pd.Timedelta("3min")],
+                       "phase": ["startup", "compute"]})
+    out = attach_phases(long, ph, "1min")  # no node/gpu: every GPU of the pod
+    assert out["phase"].tolist() == ["startup", "compute", "compute", ""] * 2
+
+
+def test_cli_backtest_with_phases(tmp_path, capsys):
+    from foresight.cli import main
+
+    df = startup_series(n_series=15, n=400, seed=2)
+    df["unique_id"] = "ns/" + df["unique_id"] + "/node-0/0"  # what `usage series` writes
+    s, s2, ph = tmp_path / "s.csv", tmp_path / "s2.csv", tmp_path / "ph.csv"
+    df.to_csv(s, index=False)
+    df.drop(columns="phase").to_csv(s2, index=False)
+    # the same phases as intervals (one bin each: the phase at the end of the bin)
+    step = pd.Timedelta("1min")
+    iv = pd.DataFrame({"namespace": "ns", "pod": df["unique_id"].str.split("/").str[1],
+                       "start": df["ds"],
+                       "end": df["ds"] + step, "phase": df["phase"]})
+    iv.to_csv(ph, index=False)
+    outs = []
+    for args in (["--series", str(s)], ["--series", str(s2), "--phases", str(ph)]):
+        out = tmp_path / f"pred{len(outs)}.csv"
+        rc = main(["usage", "backtest", *args, "--freq", "1min", "--horizon", "10min",
+                   "--test-start", "2026-01-01T05:00:00Z", "--out", str(out)])
+        assert rc == 0, capsys.readouterr()
+        outs.append(pd.read_csv(out))
+    pd.testing.assert_frame_equal(outs[0], outs[1])

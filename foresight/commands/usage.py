@@ -17,12 +17,17 @@ console = Console(highlight=False)
 def series(data: Path = typer.Option(..., "--data", help="Directory of tables."),
            out: Path = typer.Option(..., "--out", help="S.csv to write (unique_id, ds, y)."),
            metric: str = typer.Option("sm", "--metric", help="sm, fb, power or a DCGM name."),
-           freq: str = typer.Option("1min", "--freq", help="Bin width.")) -> None:
+           freq: str = typer.Option("1min", "--freq", help="Bin width."),
+           phases: Path = typer.Option(None, "--phases", help="Phase intervals (Parquet/CSV: "
+                                       "namespace, pod, [node, gpu,] start, end, phase) to "
+                                       "add as a `phase` column.")) -> None:
     """Per-(pod, GPU) usage series in the long format, from the GPU sample table."""
     from features.ingest import read_tables
-    from features.usage_series import usage_long
+    from features.usage_series import attach_phases, read_phases, usage_long
 
     df = usage_long(read_tables(data)["samples"], metric, freq)
+    if phases is not None:
+        df = attach_phases(df, read_phases(phases), freq)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     console.print(f"wrote {df['unique_id'].nunique()} series, {len(df)} rows -> {out}")
@@ -34,9 +39,14 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
              test_start: str = typer.Option(..., "--test-start", help="First origin scored; "
                                             "the model is fitted on bins before it."),
              out: Path = typer.Option(..., "--out", help="Predictions CSV."),
-             agg: str = typer.Option("mean", "--agg", help="mean (levels) or sum.")) -> None:
-    """Fit on bins before --test-start, forecast every later origin, compare with baselines."""
+             agg: str = typer.Option("mean", "--agg", help="mean (levels) or sum."),
+             phases: Path = typer.Option(None, "--phases", help="Phase intervals (Parquet/CSV:"
+                                         " namespace, pod, [node, gpu,] start, end, phase); or"
+                                         " give the series a `phase` column.")) -> None:
+    """Fit on bins before --test-start, forecast every later origin, compare with baselines.
+    With phases, the pod's current phase (of the last bin before each origin) is a feature."""
     from features.demand_series import horizon_bins, read_series_csv, regularize
+    from features.usage_series import attach_phases, read_phases
     from forecaster.usage import UsageForecaster
 
     if agg != "mean":
@@ -48,6 +58,10 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"bad --test-start {test_start!r}: use RFC 3339") from None
     start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
     df = regularize(read_series_csv(series_csv), freq, agg="mean")
+    if phases is not None:
+        df = attach_phases(df, read_phases(phases), freq)
+    else:
+        df = _phase_column(df, series_csv, freq)
     train = df[df["ds"] < start]
     if train.empty or not (df["ds"] >= start).any():
         raise ForesightError(f"--test-start {start} must fall inside the series "
@@ -70,6 +84,22 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
                   f"{np.mean(np.abs(pred[c] - pred['y_true'])):.5g}")
     console.print(t)
     console.print(f"wrote {out}")
+
+
+def _phase_column(df: pd.DataFrame, path: Path, freq: str) -> pd.DataFrame:
+    """The series file's own `phase` column, on the regular grid (carried forward over bins
+    the file did not list, as the levels are); df unchanged when the file has none."""
+    from features.demand_series import parse_freq
+
+    cols = pd.read_csv(path, nrows=0).columns
+    if "phase" not in cols:
+        return df
+    raw = pd.read_csv(path, usecols=["unique_id", "ds", "phase"], dtype={"unique_id": str})
+    raw["ds"] = pd.to_datetime(raw["ds"], utc=True).dt.floor(parse_freq(freq))
+    raw = raw.drop_duplicates(["unique_id", "ds"], keep="last")
+    out = df.merge(raw, on=["unique_id", "ds"], how="left")
+    out["phase"] = out.groupby("unique_id")["phase"].ffill().fillna("")
+    return out
 
 
 def register(app: typer.Typer) -> None:

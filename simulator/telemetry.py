@@ -75,7 +75,8 @@ def metric_grids(cfg: SimConfig, spec: dict, pods: list, seg: Segments, health_g
 
     mod = np.ones((G, n_steps))
     periods = np.asarray([_period(p, spec) for p in pods])[pod]
-    hi = (ph == PHASES.index("compute")) & (2 * cfg.step_s * sp <= periods)
+    # Only pods with a finite iteration period dip: notebooks and servers have none (inf).
+    hi = (ph == PHASES.index("compute")) & np.isfinite(periods) & (2 * cfg.step_s * sp <= periods)
     for k in np.flatnonzero(hi):  # only in high-resolution mode: the optimizer-step dip
         t = np.arange(i0[k], i1[k]) * cfg.step_s
         cyc = ((t - seg.t0[rep[k]]) * sp[k] / periods[k]) % 1.0

@@ -18,7 +18,7 @@ from features.schema import (GPU_SAMPLE_COLUMNS, LONG_COLUMNS, POD_COLUMNS,
 from simulator import (APP_ITERATIONS, BENCH_METRICS, DCGM_METRICS, SimConfig,
                        generate_cluster)
 from simulator.seeds import SEED_DIR
-from simulator.workloads import gpu_spec
+from simulator.workloads import CATALOGUE, gpu_spec
 
 TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "traces"
 SMALL = dict(days=1.0, nodes=4, gpus_per_node=4, seed=3, unhealthy_fraction=0.25)
@@ -379,3 +379,15 @@ def test_peak_framebuffer_follows_the_batch_size_label(small):
     for _, g in solo.groupby("workload"):  # ... and the batch sizes explain the rest
         if g["bs"].nunique() >= 3:
             assert np.corrcoef(np.log(g["bs"]), np.log(g["fb_used_mib"]))[0, 1] > 0.8
+
+
+def test_pods_without_an_iteration_period_show_their_full_compute_activity(small):
+    # Notebooks have no optimizer step: their compute samples must not carry the step dip
+    # (a pod with an infinite period once got a constant 0.48x dip).
+    m = _phase_of_samples(small, ["DCGM_FI_PROF_SM_ACTIVE"])
+    pods = small.pods[["namespace", "pod", "workload"]].astype(str)
+    m = m.merge(pods, on=["namespace", "pod"])
+    nb = m[(m.phase == "compute") & (m.workload.str.startswith("notebook"))]
+    assert len(nb) > 20
+    ratio = nb.DCGM_FI_PROF_SM_ACTIVE.median() / CATALOGUE["notebook"].sm
+    assert 0.8 < ratio < 1.25

@@ -72,6 +72,9 @@ class JobMeta(_Strict):
     queue: Optional[str] = Field(None, max_length=253)
     gpu_request: Optional[float] = Field(None, ge=0, le=1e4)
     priority: Optional[float] = Field(None, ge=-1e10, le=1e10)
+    batch_size: Optional[float] = Field(
+        None, gt=0, le=1e6, description="per-GPU batch size (the pod label "
+        "foresight.io/batch-size): sets the peak-framebuffer bound when the workload is known")
 
 
 class FingerprintPrediction(BaseModel):

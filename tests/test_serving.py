@@ -448,3 +448,14 @@ def test_batcher_merges_concurrent_requests_and_isolates_a_bad_one():
     assert b.calls < 11  # merged: fewer predict calls than the 11 requests
     run([3, 4, 5])  # a failing request, merged or not, fails alone
     assert out[3] == "bad row" and out[4] == [0.04] and out[5] == [0.05]
+
+
+def test_fingerprint_bound_follows_the_batch_size(registry):
+    client, _ = _client(registry)
+    sizes = [1, 1024]
+    bounds = [client.post("/v1/fingerprint", json={"workload": "resnet50-template",
+                                                   "batch_size": b}).json() for b in sizes]
+    assert all(b["source"] == "key" for b in bounds)
+    assert bounds[1]["peak_fb_p50_mib"] > bounds[0]["peak_fb_p50_mib"]
+    bad = client.post("/v1/fingerprint", json={"batch_size": 0})
+    assert bad.status_code == 422 and bad.json()["error"].startswith("batch_size")

@@ -1,15 +1,16 @@
 """New-job peak-framebuffer prediction on unseen jobs (later seeds) and unseen workloads (LOWO).
 
     nice .venv/bin/python bench/fingerprint_newjob.py
-Train: fingerprints + predictor from seed 1 (3 days); the conformal quantiles come from the
-training runs only (leave one run out). Test: every run of seeds 2-6 (different pods, batch
+Train: fingerprints + predictor from seeds 0 and 1 (2 x 3 days); the conformal quantiles come
+from the training runs only (leave one run out). Test: every run of seeds 12-16 (different pods, batch
 sizes and residuals) that got past start-up on an exclusive GPU (a shared GPU's framebuffer
-is the sum of its pods); ~1,000 runs, so the coverage is known to about +-0.7 %. Unseen workloads: leave one workload out of seed 1's
-training runs, predict seed 2's runs of it with the key hidden. Baseline: the declared
+is the sum of its pods); ~1,000 runs, so the coverage is known to about +-0.7 %. Unseen workloads: leave one workload out of the
+training runs, predict the first test seed's runs of it with the key hidden. Baseline: the declared
 request (requested GPUs x the GPU's framebuffer).
 """
 from __future__ import annotations
 
+import argparse
 import time
 
 import numpy as np
@@ -26,7 +27,10 @@ M = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_
      "DCGM_FI_PROF_PCIE_TX_BYTES", "DCGM_FI_PROF_PCIE_RX_BYTES", "DCGM_FI_DEV_FB_USED",
      "DCGM_FI_DEV_POWER_USAGE")
 Z95 = 1.6449
-TEST_SEEDS = (2, 3, 4, 5, 6)
+TRAIN_SEEDS = (0, 1)
+# Seeds 2-11 were looked at while the predictor was built (a 3-day, one-seed training set
+# under-covered there: 93.9 % on 7-11); 12-16 were first run with the settings fixed.
+TEST_SEEDS = (12, 13, 14, 15, 16)
 
 
 def runs(seed: int) -> pd.DataFrame:
@@ -46,9 +50,10 @@ def floor(sigma: float) -> float:
     return float(np.exp(sigma * Z95 + sigma ** 2 / 2) - 1)
 
 
-def main() -> None:
+def main(test_seeds: tuple = TEST_SEEDS, out: str = "fingerprint_newjob.md") -> None:
     t0 = time.time()
-    tr, tests = runs(1), {s: runs(s) for s in TEST_SEEDS}
+    tr = pd.concat([runs(s) for s in TRAIN_SEEDS], ignore_index=True)
+    tests = {s: runs(s) for s in test_seeds}
     fb_gpu = gpu_spec("A40")["fb_mib"]
     p = NewJobPredictor(coverage=0.95, confidence=0.95).fit(tr)
     p_avg = NewJobPredictor(coverage=0.95, confidence=None).fit(tr)
@@ -60,7 +65,7 @@ def main() -> None:
         a = te["peak_fb_mib"].to_numpy()
         rows.append(score(f"seed {s}: key + batch size", up, a))
         by_w.append(pd.DataFrame({"workload": te["workload"], "cov": up >= a, "over": up / a - 1}))
-    main_row = score(f"seeds {TEST_SEEDS[0]}-{TEST_SEEDS[-1]}: key + batch-size label (memory "
+    main_row = score(f"seeds {test_seeds[0]}-{test_seeds[-1]}: key + batch-size label (memory "
                      "model + conformal, 95 % confidence)",
                      p.predict(allt)["peak_fb_upper_mib"].to_numpy(), act)
     rows.append(main_row)
@@ -74,7 +79,7 @@ def main() -> None:
     rows.append(score("all: baseline: max peak of the workload's training runs",
                       allt["workload"].map(tr.groupby("workload")["peak_fb_mib"].max())
                       .to_numpy(), act))
-    te = tests[2]
+    te = tests[test_seeds[0]]
     lowo_up, lowo_act, per = [], [], []
     for w in sorted(tr["workload"].unique()):
         q = NewJobPredictor(coverage=0.95, confidence=0.95).fit(tr[tr["workload"] != w])
@@ -84,15 +89,17 @@ def main() -> None:
         up = q.predict(t.assign(workload="(hidden)"))["peak_fb_upper_mib"].to_numpy()
         lowo_up.append(up), lowo_act.append(t["peak_fb_mib"].to_numpy())
         per.append(score(w, up, t["peak_fb_mib"].to_numpy()))
-    rows.append(score("seed 2: key hidden: LightGBM on metadata incl. batch size (LOWO)",
+    rows.append(score(f"seed {test_seeds[0]}: key hidden: LightGBM on metadata incl. batch size (LOWO)",
                       np.concatenate(lowo_up), np.concatenate(lowo_act)))
     bw = pd.concat(by_w).groupby("workload").agg(
         runs=("cov", "size"), coverage=("cov", "mean"), mean_over_reservation=("over", "mean"))
     ok = main_row["coverage"] >= 0.95 and main_row["mean_over_reservation"] < 0.15
     lines = header("New-job peak framebuffer: calibrated upper quantile (target 95 %)",
-                   "nice .venv/bin/python bench/fingerprint_newjob.py", [
-        f"train: seed 1, 3 days, 30 s ({len(tr)} runs); test: seeds "
-        f"{', '.join(map(str, TEST_SEEDS))} ({len(allt)} runs past start-up on exclusive GPUs);"
+                   "nice .venv/bin/python bench/fingerprint_newjob.py" + (
+                       "" if test_seeds == TEST_SEEDS else
+                       f" --test-seeds {' '.join(map(str, test_seeds))} --out {out}"), [
+        f"train: seeds {TRAIN_SEEDS}, 3 days each, 30 s ({len(tr)} runs); test: seeds "
+        f"{', '.join(map(str, test_seeds))} ({len(allt)} runs past start-up on exclusive GPUs);"
         " over-reservation = (upper - actual peak) / actual peak",
         "generator: peak framebuffer = fixed + per-sample x the pod's batch size (label "
         f"`foresight.io/batch-size`) x lognormal(0, {FB_RESIDUAL_SIGMA}) "
@@ -107,7 +114,7 @@ def main() -> None:
               f"all {len(allt)} test runs): **{'met' if ok else 'not met'}**"]
     lines += ["", "Key + batch-size path per workload (all test seeds):", ""] + table(
         bw.reset_index().to_dict("records"))
-    lines += ["", "Leave-one-workload-out per held-out workload (seed 2):", ""] + table(per)
+    lines += ["", f"Leave-one-workload-out per held-out workload (seed {test_seeds[0]}):", ""] + table(per)
     lines += ["", "## Reading", "",
               "- Peak memory is set by the job's configuration, which is in the job spec before "
               "the pod starts; the generator now exposes it as a batch-size label and keeps "
@@ -116,6 +123,12 @@ def main() -> None:
               f"{floor(FB_RESIDUAL_SIGMA):.1%} on average; the per-workload memory model "
               "(fixed + per-sample x batch) with leave-one-run-out conformal quantiles gets "
               "close to that.",
+              "- How the protocol came to be: seeds 2-11 were looked at while the predictor "
+              "was built. Trained on seed 1 alone (217 runs), this bound covered 95.5 % of "
+              "seeds 2-6 but 93.9 % of seeds 7-11 (7.0 % over-reservation); trained on seeds "
+              "0-1 (394 runs) it covered 97.8 % of seeds 2-11 (9.5 %). The product defaults "
+              "(95 % quantile, 95 % confidence) were not changed; seeds 12-16 were run only "
+              "after the training set was fixed.",
               "- Previous generator (commit d93cb39 and before): with unexplained σ=0.15 jitter"
               f" the floor is {floor(0.15):.0%}; the key path measured 90.6 % coverage with "
               "28.4 % mean over-reservation there (seed 2, 181 runs).",
@@ -131,9 +144,14 @@ def main() -> None:
               "size) does not identify an unseen workload's footprint (a batch of 32 means "
               "different memory for different models); the workload-grouped conformal "
               "quantile keeps coverage at the price of a wide bound."]
-    (RESULTS / "fingerprint_newjob.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # Fresh seeds check a bound whose settings were chosen while looking at the default ones.
+    ap.add_argument("--test-seeds", type=int, nargs="+", default=list(TEST_SEEDS))
+    ap.add_argument("--out", default="fingerprint_newjob.md", help="file under bench/results/")
+    a = ap.parse_args()
+    main(tuple(a.test_seeds), a.out)

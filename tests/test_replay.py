@@ -176,3 +176,34 @@ def test_cli_compare_prints_ours_beside_published(small, capsys):
     assert np.isnan(rows["foresight"]["published_mean"]) or rows["foresight"]["published_mean"] is None
     assert rows["foresight"]["published_fgd"] == 90.0
     assert "90.00" in capsys.readouterr().out  # the published number is printed
+
+
+def test_foresight_fit_scope_charges_best_fit_only_to_the_pods_in_scope(small):
+    from simulator.replay.policies import FIT_TIE
+    nodes, pods, _ = small
+    share, whole, cpu = Pod(4000, 8000, 1, 500, ""), Pod(8000, 16000, 1, 1000, ""), \
+        Pod(6000, 8000, 0, 0, "")
+    pol = Foresight()
+    assert pol.fit_scope == "sharing+cpu"
+    assert pol.fit_weight_for(share) == pol.fit_weight == pol.fit_weight_for(cpu)
+    assert pol.fit_weight_for(whole) == FIT_TIE
+    assert pol.fit_weight_for(Pod(16000, 64000, 4, 1000, "")) == FIT_TIE
+    pol.fit_scope = "sharing"
+    assert pol.fit_weight_for(share) == pol.fit_weight and pol.fit_weight_for(cpu) == FIT_TIE
+    pol.fit_scope = "all"
+    assert {pol.fit_weight_for(p) for p in (share, whole, cpu)} == {pol.fit_weight}
+
+    # the scope changes the node scores of a whole-GPU pod, not those of a sharing pod
+    def scores(scope, pod):
+        p = Foresight()
+        p.fit_scope = scope
+        c = Cluster(nodes)
+        p.reset(c, pods)
+        p.observe(share), p.observe(whole)
+        slots = c.place(0, 0, share.cpu, share.mem, 1, share.milli)  # node 0 is partly used
+        p.placed(0, slots, share)
+        ok, slot_ok = c.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
+        return p.score(pod, ok, slot_ok)[0]
+
+    assert np.allclose(scores("sharing+cpu", share), scores("all", share))
+    assert not np.allclose(scores("sharing+cpu", whole), scores("all", whole))

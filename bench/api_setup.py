@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import socket
 import subprocess
 import sys
@@ -14,13 +13,9 @@ from pathlib import Path
 import httpx
 import pandas as pd
 
+from benchenv import machine  # noqa: F401 - re-exported to the API benches
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def machine() -> str:
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return (f"{os.cpu_count()} cores, {mem:.0f} GiB memory, {platform.platform()}, "
-            f"Python {platform.python_version()}")
 
 
 def load_avg() -> str:

@@ -36,18 +36,17 @@ def read_series(path: str | Path) -> pd.DataFrame:
 class DemandService:
     def __init__(self, series_path: str | Path | None) -> None:
         self.path = Path(series_path) if series_path else None
-        self._cache: dict[tuple, dict] = {}
+        self._last: tuple[tuple, list[dict]] | None = None  # ((version, mtime), rows)
         self._lock = threading.Lock()
 
-    def _server_series(self) -> tuple[pd.DataFrame, float]:
+    def _mtime(self) -> float:
         if self.path is None:
             raise LookupError("no recent demand series: start the server with --demand-series "
                               "or POST the series to /v1/demand")
         try:
-            mtime = self.path.stat().st_mtime
+            return self.path.stat().st_mtime
         except OSError:
             raise LookupError(f"demand series {self.path} is not readable now") from None
-        return read_series(self.path), mtime
 
     def forecast(self, loaded: Any, queue: str | None, horizon: str | None,
                  series: pd.DataFrame | None, hook: Any = None) -> dict:
@@ -63,18 +62,11 @@ class DemandService:
                 raise ValueError(f"horizon: model version {loaded.version} forecasts "
                                  f"{_fmt(span)} ahead only (asked {horizon})")
         if series is None:
-            key = (loaded.version, self.path)
             with self._lock:
-                try:
-                    mtime = self.path.stat().st_mtime if self.path else None
-                except OSError:
-                    mtime = None
-                hit = self._cache.get(key)
-                if hit is None or hit["mtime"] != mtime:
-                    s, mtime = self._server_series()
-                    hit = {"mtime": mtime, "rows": _rows(model, s)}
-                    self._cache = {key: hit}
-                rows = hit["rows"]
+                key = (loaded.version, self._mtime())
+                if self._last is None or self._last[0] != key:
+                    self._last = (key, _rows(model, read_series(self.path)))
+                rows = self._last[1]
         else:
             rows = _rows(model, series)
         if queue is not None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import httpx
 
 from scheduler_hook.fake_kube import make_node, make_pod
-from test_extender_http import free_port
+from netutil import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = Path(__file__).parent / "fixtures" / "kube-scheduler-1.34"

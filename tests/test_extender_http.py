@@ -16,7 +16,7 @@ from scheduler_hook.fake_kube import make_node, make_pod
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.providers import ProviderSet, load_registry
 from scheduler_hook.state import ClusterState
-from netutil import free_port  # noqa: F401 (re-exported for other tests)
+from netutil import free_port
 
 FIX = Path(__file__).parent / "fixtures" / "kube-scheduler-1.34"
 

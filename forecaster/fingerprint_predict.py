@@ -89,6 +89,13 @@ def _loo_scores(bs: np.ndarray, y: np.ndarray) -> np.ndarray:
     return out
 
 
+def _batch_sizes(df: pd.DataFrame) -> np.ndarray:
+    """The `batch_size` column as floats (NaN where absent or not a number)."""
+    if "batch_size" not in df:
+        return np.full(len(df), np.nan)
+    return pd.to_numeric(df["batch_size"], errors="coerce").to_numpy(dtype=float)
+
+
 def _by_workload(resid: np.ndarray, groups: dict, coverage: float,
                  confidence: float | None) -> tuple[dict, float]:
     """Per-workload conformal quantiles (pooled for workloads with < MIN_RUNS_OWN runs, or
@@ -141,13 +148,12 @@ class NewJobPredictor:
         if len(r) < 5:
             raise ValueError("need at least 5 runs with a peak framebuffer")
         r = r.assign(workload=r["workload"].astype(str))
-        ly = np.log(r["peak_fb_mib"].to_numpy(dtype=float).clip(1.0))
+        y = r["peak_fb_mib"].to_numpy(dtype=float).clip(1.0)
+        ly = np.log(y)
         self.levels_ = {c: sorted(r[c].astype(str).unique()) if c in r else []
                         for c in CAT_FEATURES}
         groups = r.groupby("workload").groups
-        y = r["peak_fb_mib"].to_numpy(dtype=float).clip(1.0)
-        bs = pd.to_numeric(r["batch_size"], errors="coerce").to_numpy(dtype=float) \
-            if "batch_size" in r else np.full(len(r), np.nan)
+        bs = _batch_sizes(r)
         # key path without configuration: leave-one-run-out residuals vs the workload median
         resid = np.full(len(r), np.nan)
         cfg_resid = np.full(len(r), np.nan)
@@ -201,8 +207,7 @@ class NewJobPredictor:
         p50 = np.zeros(len(jobs))
         up = np.zeros(len(jobs))
         used = w.to_numpy(dtype=object).copy()
-        bs = pd.to_numeric(jobs["batch_size"], errors="coerce").to_numpy(dtype=float) \
-            if "batch_size" in jobs else np.full(len(jobs), np.nan)
+        bs = _batch_sizes(jobs)
         for i in np.flatnonzero(known):
             x = w.iloc[i]
             if x in self.mem_ and np.isfinite(bs[i]) and bs[i] > 0:

@@ -45,8 +45,8 @@ def prepare(history, cfg) -> dict:
     # kube_pod_completion_time is often absent: a pod that stopped reporting well before the
     # end of the history has finished when its samples stop
     s = history.samples
-    last = s.loc[s["pod"].astype(str) != "", "ts"].groupby(
-        _key(s[s["pod"].astype(str) != ""])).max()
+    s = s[s["pod"].astype(str) != ""]
+    last = s["ts"].groupby(_key(s)).max()
     gone = last[last < history.end - pd.Timedelta("15min")]
     k = _key(jobs)
     jobs = jobs.assign(started=k.map(times["started"]),

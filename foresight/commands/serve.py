@@ -12,6 +12,25 @@ import typer
 from foresight.errors import ForesightError
 
 
+log = logging.getLogger("foresight.serve")
+
+
+class NoCluster(ForesightError):
+    """No in-cluster config, no kubeconfig and no snapshot: nothing for the extender to watch."""
+
+
+def _loopback(host: str) -> bool:
+    """True when `host` only accepts local connections."""
+    import ipaddress
+
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def build_extender(snapshot: Path | None, registry: Path | None, config: Path | None,
                    kubeconfig: Path | None = None) -> tuple[Any, Any]:
     """(ExtenderHook, watcher or None): state from a snapshot, or list+watch of the cluster."""
@@ -43,7 +62,8 @@ def build_extender(snapshot: Path | None, registry: Path | None, config: Path | 
         try:
             kconfig.load_kube_config(config_file=str(kubeconfig) if kubeconfig else None)
         except Exception as exc:  # noqa: BLE001 - any kubeconfig trouble is a user error
-            raise ForesightError(f"no cluster to watch and no --snapshot: {exc}") from None
+            why = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+            raise NoCluster(f"no cluster to watch and no --snapshot: {why}") from None
     api = client.CoreV1Api()
     hook = ExtenderHook(state, providers, cfg, core_api=api)
     labels = tuple(cfg.get("workload_labels") or ()) or None
@@ -73,7 +93,8 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve(
         only: str = typer.Option("all", "--only",
-                                 help="Which service: 'extender', 'api' or 'all' (both)."),
+                                 help="Which service: 'extender', 'api' or 'all' (both; the API "
+                                 "alone, said in one line, when no cluster is reachable)."),
         snapshot: Optional[Path] = typer.Option(
             None, "--snapshot", help="`kubectl get nodes,pods -A -o json` output; else watch "
             "the cluster of the in-cluster config or kubeconfig."),
@@ -106,12 +127,26 @@ def register(app: typer.Typer) -> None:
 
         from serving.cli import build_api
 
+        from serving.security import read_token
+
         logging.basicConfig(level=log_level.upper(), format="%(message)s")
         if (tls_cert is None) != (tls_key is None):
             raise ForesightError("--tls-cert and --tls-key go together")
         hook = watcher = None
         if only != "api" or snapshot is not None or kubeconfig is not None:
-            hook, watcher = build_extender(snapshot, registry, config, kubeconfig)
+            try:
+                hook, watcher = build_extender(snapshot, registry, config, kubeconfig)
+            except NoCluster as exc:
+                if only == "extender":
+                    raise
+                # The default serves what can be served: the REST scores need no cluster.
+                only = "api"
+                log.warning("extender off: %s; serving the prediction API only (give "
+                            "--snapshot or a kubeconfig to score nodes)", exc)
+        token = read_token(token_file)
+        if token is None and not _loopback(host):
+            log.warning("listening on %s without authentication: set --token-file or "
+                        "FORESIGHT_API_TOKEN, or --host 127.0.0.1", host)
         # The API's model store feeds the extender's providers too (one reload loop).
         app, poller = build_api(only, hook, registry, reload_s, token_file, demand_series,
                                 int(max_body_mb * 1024 * 1024))

@@ -52,6 +52,8 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
                 return 400, orjson.dumps({"error": str(exc)})
             latency.observe(time.perf_counter() - t0)
             ok.inc()
+            if verb == "filter":
+                _count_filter(out)
             return 200, out if isinstance(out, bytes) else orjson.dumps(out)
 
         return handle
@@ -59,6 +61,22 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
     return {"/scheduler/filter": make("filter", hook.filter, args_of),
             "/scheduler/prioritize": make("prioritize", hook.prioritize_json, args_of),
             "/scheduler/bind": make("bind", hook.bind, parse_binding)}
+
+
+_OUTCOMES = (("passed", "NodeNames", "Nodes"), ("failed", "FailedNodes", None),
+             ("unresolvable", "FailedAndUnresolvableNodes", None))
+
+
+def _count_filter(out: Any) -> None:
+    """Extender decisions for dashboards: nodes kept, failed and failed for good."""
+    if not isinstance(out, dict):
+        return
+    for outcome, key, alt in _OUTCOMES:
+        got = out.get(key)
+        if got is None and alt is not None:
+            got = (out.get(alt) or {}).get("items")
+        if got:
+            metrics.FILTER_NODES.labels(outcome).inc(len(got))
 
 
 async def _answer(handle: Handler, receive: Callable, send: Callable) -> None:

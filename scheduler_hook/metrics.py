@@ -14,3 +14,5 @@ COMPONENT_ERRORS = Counter("foresight_extender_component_errors_total",
                            "Score components that raised; scored neutral instead", ["component"])
 READY = Gauge("foresight_extender_state_ready", "1 once cluster state is loaded")
 NODES = Gauge("foresight_extender_nodes", "Nodes in the extender's cluster state")
+FILTER_NODES = Counter("foresight_extender_filter_nodes_total",
+                       "Nodes answered by the filter verb, by outcome", ["outcome"])

@@ -17,3 +17,12 @@ RELOAD_FAILURES = Counter("foresight_api_model_reload_failures_total",
                           "New model versions refused (old one kept)", ["kind"])
 REFUSED = Gauge("foresight_api_model_refused", "1 while the registry's current version of the "
                 "kind is refused and an older one (or none) serves", ["kind"])
+# From the manifest of the version in service: what the retraining job measured on its
+# backtest window, so a dashboard can show model error beside its best baseline's.
+BACKTEST_ERROR = Gauge("foresight_model_backtest_error",
+                       "Backtest error (the kind's primary metric) of the model in service",
+                       ["kind"])
+BASELINE_ERROR = Gauge("foresight_model_baseline_error",
+                       "Best baseline's error on the same backtest window", ["kind"])
+MODEL_CREATED = Gauge("foresight_model_created_timestamp_seconds",
+                      "When the model in service was trained (Unix time)", ["kind"])

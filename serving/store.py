@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Callable
 
 from serving import metrics
@@ -102,6 +103,7 @@ class ModelStore:
         self.models = models  # the atomic swap: readers hold the old dict or the new one
         self.status[kind] = KindStatus()
         metrics.MODEL_VERSION.labels(kind).set(float(version) if version.isdigit() else -1)
+        export_manifest(kind, manifest)
         metrics.RELOADS.labels(kind).inc()
         for cb in self.on_swap:
             try:
@@ -124,6 +126,22 @@ class ModelStore:
                 item["error"] = st.error
             out[kind] = item
         return out
+
+
+def export_manifest(kind: str, manifest: dict) -> None:
+    """Backtest error, best baseline and training time of the version in service, as gauges
+    (NaN where the manifest does not say: older artifacts, kinds without a baseline)."""
+    m = manifest.get("metrics") or {}
+    primary = m.get(m.get("primary", "mae"))
+    base = [v for k, v in m.items() if k.startswith("baseline") and isinstance(v, (int, float))]
+    metrics.BACKTEST_ERROR.labels(kind).set(
+        float(primary) if isinstance(primary, (int, float)) else float("nan"))
+    metrics.BASELINE_ERROR.labels(kind).set(min(base) if base else float("nan"))
+    try:
+        created = datetime.fromisoformat(str(manifest.get("created"))).timestamp()
+    except ValueError:
+        created = float("nan")
+    metrics.MODEL_CREATED.labels(kind).set(created)
 
 
 class Poller:

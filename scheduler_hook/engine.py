@@ -20,7 +20,7 @@ from scheduler_hook.podspec import PodRequest
 from scheduler_hook.providers import ProviderSet
 from scheduler_hook.scores import ALL
 from scheduler_hook.scores.base import ComponentResult, Context, constant
-from scheduler_hook.scores.fragmentation import forecast_mix, values_from_increase
+from scheduler_hook.scores.fragmentation import forecast_mix, model_ok, values_from_increase
 from scheduler_hook.state import ClusterState
 
 log = logging.getLogger("foresight.extender")
@@ -109,6 +109,27 @@ class _RowCache:
                 self.messages[name][rows[j]] = res.violation_reason(j)  # type: ignore[misc]
 
 
+def _capacity(ctx: Context) -> tuple[np.ndarray | None, Callable[[int], str]]:
+    """Nodes that cannot take the pod for want of a GPU it may use, and why: a GPU share no
+    GPU can hold (kube-scheduler cannot see shares), or a GPU model outside the pod's
+    nodeSelector / required affinity on `nvidia.com/gpu.product` (kube-scheduler filters that
+    too; the extender must not count such GPUs for the pod either)."""
+    cap = None
+    if ctx.pod.fractional or ctx.pod.milli < 0:
+        cap = ~ctx.fits.any(axis=1)
+    wrong = ~model_ok(ctx) if ctx.pod.gpus and ctx.pod.gpu_models else None
+    if wrong is not None:
+        cap = wrong if cap is None else cap | wrong
+    need, models = ctx.need, ctx.state.row_models(ctx.rows)
+
+    def reason(j: int) -> str:
+        if wrong is not None and wrong[j]:
+            return f"GPU model {models[j] or '(unlabelled)'} not allowed by the pod's " \
+                   "nvidia.com/gpu.product requirement"
+        return f"no GPU with {need[j]:.0f} milli-GPU free"
+    return cap, reason
+
+
 class Scorer:
     def __init__(self, state: ClusterState, providers: ProviderSet, cfg: dict[str, Any]) -> None:
         self.state, self.providers, self.cfg = state, providers, cfg
@@ -116,13 +137,13 @@ class Scorer:
         self.use_row_cache = bool(cfg.get("row_cache", True))
         self._last: tuple[Any, ...] | None = None  # filter then prioritize of one pod: one pass
         self._caches: OrderedDict[tuple, _RowCache] = OrderedDict()
-        self._mix: dict[tuple[int, int], float] = {}
+        self._mix: dict[tuple, float] = {}
         self._mix_version = 0
 
-    def _frozen_mix(self) -> dict[tuple[int, int], float]:
+    def _frozen_mix(self) -> dict[tuple, float]:
         """The seen-shape mix, refrozen when it drifts by 1% or gains a shape, so cached
         fragmentation values stay valid between refreezes."""
-        seen = self.state.shape_counts
+        seen = self.state.mix_counts()
         total, old = sum(seen.values()), sum(self._mix.values())
         if seen.keys() != self._mix.keys() or abs(total - old) > 0.01 * max(old, 1):
             self._mix = dict(seen)
@@ -171,6 +192,8 @@ class Scorer:
                     total += w * value
                     wsum += w
             total = total / wsum if wsum > 0 else np.full(len(rows), 0.5)
+            if pod.gpus and pod.gpu_models:  # GPUs of another model are not for this pod
+                total = np.where(model_ok(ctx), total, 0.0)
         scores = np.clip(np.rint(10.0 * total), 0, 10).astype(int)
         src = "forecast mix" if forecast_mix(self.providers) else \
             f"mix of {int(sum(mix.values()))} pods seen"
@@ -193,7 +216,8 @@ class Scorer:
         modelled = self.providers.fresh("interference") is not None or \
             self.providers.fresh("fingerprint") is not None
         klass = (pod.gpus, pod.milli, pod.gpu_memory_mib, pod.workload if modelled else "",
-                 pod.slo_min_speed if modelled else 0.0, fallback, self.providers.version,
+                 pod.slo_min_speed if modelled else 0.0, pod.gpu_models, fallback,
+                 self.providers.version,
                  bool(forecast_mix(self.providers)),  # a stale forecast mix: the seen one
                  len(st.gpu_count), tuple(c.name for c in active))
         cache = self._caches.get(klass)
@@ -219,13 +243,9 @@ class Scorer:
             for comp in comps:
                 cache.store(comp.name, drows, self._safe(comp, sub), len(st.gpu_count))
             if capacity:
-                cap = None
-                if pod.fractional or pod.milli < 0:  # kube-scheduler cannot see GPU shares
-                    cap = ~sub.fits.any(axis=1)
-                need = sub.need
+                cap, reason = _capacity(sub)
                 cache.store(CAPACITY, drows, ComponentResult(
-                    np.ones(len(drows)), lambda j: "", cap,
-                    lambda j: f"no GPU with {need[j]:.0f} milli-GPU free", informative=False),
+                    np.ones(len(drows)), lambda j: "", cap, reason, informative=False),
                     len(st.gpu_count))
             computed[drows] = st.row_version[drows]
         memo = cache.memo
@@ -274,10 +294,10 @@ class Scorer:
             target = unres if res.unresolvable else failed
             for j in np.flatnonzero(res.violation):
                 target.setdefault(known[j], res.violation_reason(int(j)))
-        if ctx.pod.fractional or ctx.pod.milli < 0:  # kube-scheduler cannot see GPU shares
-            for j in np.flatnonzero(~ctx.fits.any(axis=1)):
-                if known[j] not in unres:
-                    failed.setdefault(known[j], f"no GPU with {ctx.need[j]:.0f} milli-GPU free")
+        cap, reason = _capacity(ctx)
+        for j in np.flatnonzero(cap) if cap is not None else ():
+            if known[j] not in unres:
+                failed.setdefault(known[j], reason(int(j)))
         return failed, unres
 
     def choose_gpus(self, pod: PodRequest, node: str) -> list[int]:

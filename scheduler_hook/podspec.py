@@ -19,6 +19,9 @@ GPU_INDEX_ANNOTATION = "foresight.io/gpu-index"  # our bind choice, "0" or "0,1"
 DEFERRABLE_ANNOTATION = "foresight.io/deferrable"
 SLO_ANNOTATION = "foresight.io/slo-min-speed"
 WORKLOAD_LABELS = ("foresight.io/workload", "app.kubernetes.io/name", "job-name")
+PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery: the node's GPU model
+# One nodeSelectorTerm's condition on PRODUCT_LABEL: (models allowed or None = any, excluded)
+ModelTerm = tuple[frozenset[str] | None, frozenset[str]]
 
 
 class PodSpecError(ValueError):
@@ -40,6 +43,14 @@ class PodRequest:
     deferrable: bool = False
     slo_min_speed: float = 0.0
     gpu_index: tuple[int, ...] = field(default=())
+    # GPU-model requirement (the openb `gpu_spec`): terms ORed, as in required node affinity;
+    # () = any model
+    gpu_models: tuple[ModelTerm, ...] = field(default=())
+
+    def allows_model(self, model: str) -> bool:
+        """May the pod run on a node whose `nvidia.com/gpu.product` is ``model``?"""
+        return terms_allow(self.gpu_models, model)
+
 
     @property
     def key(self) -> str:
@@ -56,6 +67,16 @@ class PodRequest:
     @property
     def terminal(self) -> bool:
         return self.phase in ("Succeeded", "Failed")
+
+
+def terms_allow(terms: tuple[ModelTerm, ...], model: str) -> bool:
+    """Does a GPU-model requirement (() = none) admit ``model``?"""
+    return not terms or any((ok is None or model in ok) and model not in no for ok, no in terms)
+
+
+def allowed_models(terms: tuple[ModelTerm, ...], models: Any) -> frozenset[str] | None:
+    """The subset of ``models`` a requirement admits; None when there is no requirement."""
+    return frozenset(m for m in models if terms_allow(terms, m)) if terms else None
 
 
 def _quantity(value: Any, what: str) -> Decimal:
@@ -89,6 +110,50 @@ def _container_gpus(spec: dict) -> int:
                 total += int(sum(_quantity(v, f"resources.{kind}") for v in found))
                 break  # limits win; requests only when limits absent
     return total
+
+
+def _obj(value: Any, what: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PodSpecError(f"{what} must be an object")
+    return value
+
+
+def _model_terms(spec: dict) -> tuple[ModelTerm, ...]:
+    """The pod's requirement on PRODUCT_LABEL from nodeSelector and required node affinity.
+
+    nodeSelector is ANDed with the affinity; nodeSelectorTerms are ORed and the expressions of
+    one term ANDed (the v1 semantics). A term that says nothing of the label allows any model,
+    so then the pod has no requirement. In and NotIn are read; the other operators (Exists,
+    Gt, Lt, DoesNotExist) pick no model and leave the term unconstrained on it.
+    """
+    sel = spec.get("nodeSelector") or {}
+    if not isinstance(sel, dict):
+        raise PodSpecError("spec.nodeSelector must be an object")
+    base: frozenset[str] | None = frozenset([str(sel[PRODUCT_LABEL])]) \
+        if PRODUCT_LABEL in sel else None
+    aff = _obj(_obj(spec.get("affinity"), "spec.affinity").get("nodeAffinity"), "nodeAffinity")
+    req = _obj(aff.get("requiredDuringSchedulingIgnoredDuringExecution"), "nodeAffinity.required")
+    terms_raw = req.get("nodeSelectorTerms") or []
+    if not isinstance(terms_raw, list):
+        raise PodSpecError("nodeSelectorTerms must be a list")
+    terms: list[ModelTerm] = []
+    for term in terms_raw or [{}]:
+        ok, no = base, frozenset[str]()
+        exprs = _obj(term, "nodeSelectorTerm").get("matchExpressions") or []
+        for ex in exprs if isinstance(exprs, list) else []:
+            if not isinstance(ex, dict) or ex.get("key") != PRODUCT_LABEL:
+                continue
+            vals = frozenset(str(v) for v in ex.get("values") or [])
+            if ex.get("operator") == "In":
+                ok = vals if ok is None else ok & vals
+            elif ex.get("operator") == "NotIn":
+                no = no | vals
+        if ok is None and not no:
+            return ()  # this term allows every model, so the OR of the terms does too
+        terms.append((ok, no))
+    return tuple(sorted(set(terms), key=repr))
 
 
 def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> PodRequest:
@@ -141,5 +206,5 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         priority=int(_float(prio, "spec.priority")),
         deferrable=str(ann.get(DEFERRABLE_ANNOTATION, "")).lower() in ("true", "1", "yes"),
         slo_min_speed=_float(ann.get(SLO_ANNOTATION, 0), SLO_ANNOTATION),
-        gpu_index=index,
+        gpu_index=index, gpu_models=_model_terms(spec),
     )

@@ -16,9 +16,8 @@ from typing import Any
 import numpy as np
 from kubernetes.utils import parse_quantity
 
-from scheduler_hook.podspec import GPU_RESOURCES, PodRequest, parse_pod
+from scheduler_hook.podspec import GPU_RESOURCES, PRODUCT_LABEL, PodRequest, parse_pod
 
-PRODUCT_LABEL = "nvidia.com/gpu.product"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 DRAINED_ANNOTATION = "foresight.io/gpu-drained"     # "0,3" or "all"
 HEALTH_ANNOTATION = "foresight.io/gpu-health"       # {"0": {"xid": 79, "ecc_dbe": 1, ...}}
@@ -92,6 +91,8 @@ class ClusterState:
         self.index: dict[str, int] = {}
         self.names: list[str] = []
         self.shape_counts: Counter[tuple[int, int]] = Counter()
+        # the pods of shape_counts that carry a GPU-model requirement, by (gpus, milli, terms)
+        self.model_shape_counts: Counter[tuple] = Counter()
         self._shape_seen: set[str] = set()
         self.workloads: dict[str, int] = {}
         self.racks: dict[str, int] = {"": 0}
@@ -110,6 +111,7 @@ class ClusterState:
             "live": np.zeros(rows, bool), "schedulable": np.zeros(rows, bool),
             "gpu_count": np.zeros(rows, np.int32), "gpu_mem": np.zeros(rows),
             "power_cap": np.full(rows, np.nan), "rack": np.zeros(rows, np.int32),
+            "gpu_model": np.full(rows, "", dtype=object),
             "free_milli": np.zeros((rows, gpus)), "gpu_exists": np.zeros((rows, gpus), bool),
             "fb_decl": np.zeros((rows, gpus)), "usable": np.zeros((rows, gpus), bool),
             "gpu_health": np.zeros((rows, gpus)), "free_key": np.zeros(rows, np.int64),
@@ -205,11 +207,27 @@ class ClusterState:
         if pod.gpus and pod.milli > 0 and pod.key not in self._shape_seen:
             self._shape_seen.add(pod.key)
             self.shape_counts[pod.shape] += 1
+            if pod.gpu_models:
+                self.model_shape_counts[(*pod.shape, pod.gpu_models)] += 1
+
+    def mix_counts(self) -> dict[tuple, float]:
+        """Seen shapes: (gpus, milli) for pods free to use any GPU model, (gpus, milli,
+        model terms) for the others (counted once, under their requirement)."""
+        out: dict[tuple, float] = {k: float(v) for k, v in self.shape_counts.items()}
+        for key, v in self.model_shape_counts.items():
+            out[key[:2]] -= v
+            out[key] = float(v)
+        return {k: v for k, v in out.items() if v > 0}
+
+    def row_models(self, rows: np.ndarray) -> np.ndarray:
+        """GPU model (`nvidia.com/gpu.product`) of each row, '' where unlabelled."""
+        return self.gpu_model[rows]
 
     def replace_all(self, nodes: list[dict], pods: list[dict]) -> None:
         """A full list: drop everything and load again (first list and every resync)."""
         with self.lock:
-            keep_shapes = (self.shape_counts.copy(), set(self._shape_seen))
+            keep_shapes = (self.shape_counts.copy(), set(self._shape_seen),
+                           self.model_shape_counts.copy())
             g, k = self.free_milli.shape[1], self.res_code.shape[1]
             fresh = ClusterState(max_gpus=g, max_residents=k)
             lock, ready, version, clock = self.lock, self.ready, self.version, self._row_clock
@@ -219,7 +237,7 @@ class ClusterState:
             self._row_clock = clock + 1  # never reuse a clock value: caches key on it
             # nor an index version: rows are handed out again, maybe to other names
             self.index_version = index_version + 1
-            self.shape_counts, self._shape_seen = keep_shapes
+            self.shape_counts, self._shape_seen, self.model_shape_counts = keep_shapes
             for n in nodes:
                 self.upsert_node(n)
             for p in pods:
@@ -261,6 +279,7 @@ class ClusterState:
         self.gpu_count[r], self.gpu_mem[r] = g, info.gpu_mem_mib
         self.power_cap[r], self.rack[r] = info.power_cap_w, self.racks[info.rack]
         self.region[r] = info.region
+        self.gpu_model[r] = info.gpu_model
         exists = np.arange(self.free_milli.shape[1]) < g
         self.gpu_exists[r] = exists
         free = np.where(exists, 1000.0, 0.0)

@@ -26,7 +26,8 @@ def replay_cmd(
     compare: bool = typer.Option(False, "--compare", help="Run every policy over --seeds "
                                  "and --traces and print them beside the published numbers."),
     traces: str = typer.Option("default", "--traces", help="With --compare: comma-separated "
-                               "trace names (default, gpushare40, ..., multigpu50) or 'all'."),
+                               "trace names (default, gpushare40, ..., multigpu50, or a generated "
+                               "GPU-type-constrained variant such as default-spec25) or 'all'."),
     policies: str = typer.Option("all", "--policies", help="With --compare: policies or 'all'."),
     seeds: str = typer.Option("42-51", "--seeds", help="With --compare: e.g. 42-51."),
     csv_dir: Optional[Path] = typer.Option(None, "--csv-dir", help="With --compare: the openb "
@@ -94,8 +95,10 @@ def _compare(traces: str, policies: str, seeds: str, csv_dir: Optional[Path],
     for p in pols:
         if p not in POLICIES:
             raise ForesightError(f"unknown policy {p!r}; choose from {', '.join(POLICIES)}")
-    for t in names:
-        if not (csv_dir / f"openb_pod_list_{t}.csv").is_file():
+    from simulator.replay.constrain import GENERATED
+
+    for t in names:  # a shared list, or a generated GPU-type-constrained one (default-spec25)
+        if not GENERATED.match(t) and not (csv_dir / f"openb_pod_list_{t}.csv").is_file():
             raise ForesightError(f"trace {t!r} not found in {csv_dir}")
     published = load_published(results_dir) if results_dir.is_dir() else None
     seed_list = parse_seeds(seeds)

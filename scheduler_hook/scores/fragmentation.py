@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from scheduler_hook.fragmentation import ShapeMix, fragmentation_increase
+from scheduler_hook.podspec import allowed_models
 from scheduler_hook.scores.base import ComponentResult, Context, constant
 
 _NO_CPU_LIMIT = np.int64(1) << 40  # the hook leaves CPU fit to kube-scheduler
@@ -29,14 +30,39 @@ def shape_mix(ctx: Context) -> tuple[ShapeMix, str]:
     if counts:
         src = "forecast mix"
     else:
-        seen = ctx.mix_counts if ctx.mix_counts is not None else ctx.state.shape_counts
+        seen = ctx.mix_counts if ctx.mix_counts is not None else ctx.state.mix_counts()
         counts = {k: float(v) for k, v in seen.items()}
         src = f"mix of {int(sum(counts.values()))} pods seen"
     keep = int(ctx.cfg.get("fragmentation", {}).get("max_shapes", 32))
     top = sorted(counts.items(), key=lambda kv: -kv[1])[:keep]
-    mix = ShapeMix.from_counts({(0, m, g, ""): c for (g, m), c in top if g > 0 and m > 0})
+    models = set(ctx.state.gpu_model[ctx.state.live].tolist())
+    mix_counts: dict[tuple, float] = {}
+    for key, c in top:  # (gpus, milli) or (gpus, milli, GPU-model terms)
+        g, m = key[0], key[1]
+        if g > 0 and m > 0:
+            ok = allowed_models(key[2], models) if len(key) > 2 else None
+            spec = "" if ok is None else "|".join(sorted(ok)) or "\0"  # \0: no model here
+            k = (0, m, g, spec)
+            mix_counts[k] = mix_counts.get(k, 0.0) + c
+    mix = ShapeMix.from_counts(mix_counts)
     ctx.cache["shape_mix"] = (mix, src)
     return mix, src
+
+
+def _access(ctx: Context, mix: ShapeMix) -> np.ndarray | None:
+    """(n, K) may shape k use the GPU model of candidate n; None when no shape is constrained
+    (a constrained shape sees the GPUs of other models as fragments, as FGD's measure does)."""
+    if all(m is None for m in mix.models):
+        return None
+    return mix.access(ctx.state.row_models(ctx.rows).tolist())
+
+
+def model_ok(ctx: Context) -> np.ndarray:
+    """(n,) bool: the candidate's GPU model meets the pod's nodeSelector / required affinity."""
+    if not ctx.pod.gpu_models:
+        return np.ones(ctx.n, dtype=bool)
+    models = ctx.state.row_models(ctx.rows)
+    return np.array([ctx.pod.allows_model(m) for m in models.tolist()], dtype=bool)
 
 
 def slot_increase(ctx: Context) -> np.ndarray:
@@ -45,10 +71,13 @@ def slot_increase(ctx: Context) -> np.ndarray:
     free = np.where(ctx.usable, ctx.free, 0.0).astype(np.int64)
     cpu = np.full(ctx.n, _NO_CPU_LIMIT)
     inc = np.full(free.shape, np.inf)
+    access = _access(ctx, mix)
     for need in np.unique(ctx.need):  # one value unless the pod is sized by gpu-memory
         sel = ctx.need == need
-        inc[sel] = fragmentation_increase(free[sel], cpu[sel], mix, None, 0, int(need),
-                                          ctx.pod.gpus)
+        inc[sel] = fragmentation_increase(free[sel], cpu[sel], mix,
+                                          None if access is None else access[sel], 0,
+                                          int(need), ctx.pod.gpus)
+    inc[~model_ok(ctx)] = np.inf  # only GPUs of a model the pod may use count for it
     return inc
 
 
@@ -61,9 +90,15 @@ def best_increase(ctx: Context) -> np.ndarray:
     if "frag_best" in ctx.cache:
         return ctx.cache["frag_best"]
     h = ctx.state.free_key[ctx.rows]  # hash of the sorted usable free milli, kept by the state
+    cols = []
     if ctx.pod.milli < 0:  # sized by gpu-memory: the need differs by node, key on it too
-        _, need_code = np.unique(ctx.need, return_inverse=True)
-        h = np.column_stack([h, need_code])
+        cols.append(np.unique(ctx.need, return_inverse=True)[1].ravel())
+    mix, _ = shape_mix(ctx)
+    if ctx.pod.gpu_models or any(m is not None for m in mix.models):  # the model matters too
+        cols.append(np.unique(ctx.state.row_models(ctx.rows).astype(str),
+                              return_inverse=True)[1].ravel())
+    if cols:
+        h = np.column_stack([h, *cols])
         _, first, inv = np.unique(h, axis=0, return_index=True, return_inverse=True)
         inv = inv.ravel()
     else:

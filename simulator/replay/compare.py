@@ -9,7 +9,7 @@ from typing import Callable, Iterable
 import pandas as pd
 
 from foresight.errors import ForesightError
-from simulator.replay.data import load_nodes, load_pods
+from simulator.replay.data import load_nodes, load_trace
 from simulator.replay.engine import replay
 
 PUBLISHED_NAMES = {"01-Random": "random", "02-DotProd": "dotprod",
@@ -47,7 +47,7 @@ class Job:
 
 def _run(job: Job) -> dict:
     nodes = load_nodes(Path(job.csv_dir) / "openb_node_list_gpu_node.csv")
-    pods = load_pods(Path(job.csv_dir) / f"openb_pod_list_{job.trace}.csv")
+    pods = load_trace(job.csv_dir, job.trace)
     r = replay(nodes, pods, job.policy, job.seed, job.tune, until=job.until)
     return {"trace": job.trace, **r.to_json()}
 

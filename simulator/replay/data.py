@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from foresight.errors import ForesightError
+from simulator.replay.constrain import generated_trace
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
@@ -84,7 +85,14 @@ def load_nodes(path: Path | str) -> Nodes:
 
 
 def load_pods(path: Path | str) -> Pods:
-    df = _read(path, POD_COLUMNS, "pods")
+    return pods_from_frame(_read(path, POD_COLUMNS, "pods"), str(path))
+
+
+def pods_from_frame(df: pd.DataFrame, path: str = "table") -> Pods:
+    """Pods from an openb pod table already in memory (e.g. a generated constrained variant)."""
+    missing = [c for c in POD_COLUMNS if c not in df.columns]
+    if missing:
+        raise ForesightError(f"pods {path} lacks columns: {', '.join(missing)}")
     num = df["num_gpu"].fillna(0).to_numpy(np.int64)
     milli = df["gpu_milli"].fillna(0).to_numpy(np.int64)
     if (num < 0).any() or ((num == 1) & ((milli <= 0) | (milli > 1000))).any():
@@ -95,6 +103,14 @@ def load_pods(path: Path | str) -> Pods:
             else np.full(len(df), "", dtype=object))
     return Pods(df["cpu_milli"].fillna(0).to_numpy(np.int64),
                 df["memory_mib"].fillna(0).to_numpy(np.int64), num, milli, spec)
+
+
+def load_trace(csv_dir: Path | str, name: str) -> Pods:
+    """An openb pod list by name: a shared CSV, or a generated variant like ``default-spec25``."""
+    df = generated_trace(name, csv_dir)
+    if df is not None:
+        return pods_from_frame(df, name)
+    return load_pods(Path(csv_dir) / f"openb_pod_list_{name}.csv")
 
 
 def build_workload(pods: Pods, capacity_milli: int, tune: float, seed: int) -> Pods:

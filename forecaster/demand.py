@@ -1,77 +1,48 @@
 """Queue-demand forecaster: a global LightGBM over queues, direct on the horizon's aggregate.
 
 At origin `t` the target is `agg(y[t <= ds < t + H])` (sum for flows such as arriving GPUs,
-mean for levels such as pending demand). Features come from mlforecast's `preprocess` (lags,
-rolling windows through coreforecast, calendar and Fourier date features), which for row `ds=t`
-uses only `y` of bins before `t`, and with `max_horizon=H` hands back the next H values, which
-we aggregate into the target: one direct model per horizon, scored at every origin in one pass.
+mean for levels such as pending demand); features in forecaster/demand_features.py. One direct
+model per horizon, fitted with an absolute-error objective (the reported metric is MAE).
 
-Why residual on persistence: a level series (Helios VC demand) is dominated by persistence, so
-the model learns the *change* from the persistence forecast, and its contribution is shrunk by
-a factor `lam` chosen on a validation window at the end of the training data (never the test).
-Why per-series scaling: one model serves queues of very different sizes, so y is divided by the
-queue's mean level on the training data (stored in the manifest).
-Quantiles p10/p90: split-conformal on the same validation window, on residuals normalised by a
-local scale (recent mean absolute bin-to-bin change), so that intervals widen on busy queues.
+Two targets:
+- `residual` (default; level series such as Helios VC demand, dominated by persistence): the
+  model learns the change from persistence, its contribution shrunk by `lam` chosen on a
+  validation window at the end of the training data (never the test).
+- `ratio` (bursty arrival series with a drifting level, e.g. the DLRM trace): the aggregate
+  divided by the recent level, with features relative to the same level (`multiscale`).
+Per-series scaling: y is divided by the queue's mean on the training data (in the manifest).
+Quantiles p10/p90: split-conformal on the validation window, on residuals normalised by a
+local scale (residual: recent mean |bin-to-bin change|; ratio: the level).
 
-Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
+Fallback, per series: on the validation window the model's MAE is compared with persistence
+and seasonal naive (day, week); where it does not beat the best of them, that baseline is the
+served forecast (`served_[series]`, the `model` column of every output), with its own
+conformal interval. Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
-from mlforecast import MLForecast
-from mlforecast.lag_transforms import RollingMean, RollingStd
+
+from forecaster.demand_features import LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 
-SCHEMA_VERSION = 1
-_DAY = pd.Timedelta("1D")
-
-
-def _fourier(period: pd.Timedelta, k: int, fn):
-    def f(ds: pd.DatetimeIndex) -> np.ndarray:
-        phase = (ds.asi8 % period.value) / period.value
-        return fn(2 * np.pi * k * phase)
-
-    f.__name__ = f"{fn.__name__}_{int(period.total_seconds() // 3600)}h_{k}"
-    return f
-
-
-def _fourier_features() -> list:
-    out = []
-    for period, ks in ((_DAY, (1, 2, 3)), (7 * _DAY, (1, 2))):
-        for k in ks:
-            out += [_fourier(period, k, np.sin), _fourier(period, k, np.cos)]
-    return out
-
-
-@dataclass
-class Design:
-    """Features and aggregated targets for every origin of a regular long series."""
-
-    ids: np.ndarray
-    origins: np.ndarray
-    X: pd.DataFrame
-    y_true: np.ndarray  # NaN where the horizon runs past the data
-    persistence: np.ndarray
-    snaive_day: np.ndarray
-    snaive_week: np.ndarray
-    scale: np.ndarray  # local conformal scale, in series units
-    unit: np.ndarray  # per-series unit the model works in
-    extra: dict = field(default_factory=dict)
+SCHEMA_VERSION = 2
+#: Baselines a series may fall back to, in the order ties are broken.
+FALLBACKS = ("persistence", "snaive_day", "snaive_week")
+MODEL = "model"
 
 
 class DemandForecaster:
     """Direct quantile forecaster of demand aggregated over the next `horizon` bins.
 
     fit(df): df in long format, regular bins of `freq` (see features.demand_series.regularize).
-    predict_origins(df, start): p10/p50/p90 at every origin >= start, plus baselines.
+    predict_origins(df, start): p10/p50/p90 at every origin >= start, `model`, plus baselines.
     predict(df): the next forecast per queue, at origin = last bin + freq.
     """
 
@@ -80,7 +51,11 @@ class DemandForecaster:
                  learning_rate: float = 0.05, num_leaves: int = 31, min_child_samples: int = 50,
                  max_bin: int = 63,
                  shrink_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0), seed: int = 0,
-                 n_jobs: int = 1) -> None:
+                 n_jobs: int = 1, target: str = "residual", multiscale: bool = False,
+                 fallback: bool = True, level_floor: float = LEVEL_FLOOR,
+                 unit_scale: bool = True) -> None:
+        if target not in ("residual", "ratio"):
+            raise ValueError(f"target {target!r}: use residual or ratio")
         self.freq = freq
         self.horizon = horizon
         self.agg = agg
@@ -94,71 +69,15 @@ class DemandForecaster:
         self.shrink_grid = shrink_grid
         self.seed = seed
         self.n_jobs = n_jobs
-
-    # ---- features -------------------------------------------------------------------------
-    def _bins(self, td: pd.Timedelta) -> int:
-        return int(td // pd.Timedelta(self.freq))
-
-    def _mlf(self) -> MLForecast:
-        H, day, week = self.horizon, self._bins(_DAY), self._bins(7 * _DAY)
-        lags = sorted({1, 2, 3, 6, 12, day, week} - {0})
-        lt: dict[int, list] = {1: [RollingMean(3), RollingMean(max(H, 2)), RollingMean(36),
-                                   RollingStd(36), RollingMean(day)]}
-        # The same horizon window one day and one week earlier (seasonal-naive as features).
-        for back in (day, week):
-            if back - H + 1 >= 1:
-                lt.setdefault(back - H + 1, []).append(RollingMean(max(H, 2)))
-        return MLForecast(models=[], freq=self.freq, lags=lags, lag_transforms=lt,
-                          date_features=["hour", "dayofweek", *_fourier_features()], num_threads=1)
+        self.target = target
+        self.multiscale = multiscale or target == "ratio"  # the ratio target needs the level
+        self.fallback = fallback
+        self.level_floor = level_floor
+        self.unit_scale = unit_scale
 
     def design(self, df: pd.DataFrame, unit: dict[str, float]) -> Design:
-        """Feature rows for every bin of `df` taken as an origin (uses only earlier bins)."""
-        H = self.horizon
-        d = df.sort_values(["unique_id", "ds"], kind="stable").reset_index(drop=True)
-        u = d["unique_id"].map(unit).fillna(1.0).to_numpy()
-        d = d.assign(y=d["y"].to_numpy() / u)
-        X, Y = self._mlf().preprocess(d[["unique_id", "ds", "y"]], max_horizon=H,
-                                      return_X_y=True, dropna=False)
-        X = X.reset_index(drop=True)
-        Y = np.asarray(Y, dtype=float).reshape(len(d), H)
-        y_true = Y.sum(1) if self.agg == "sum" else Y.mean(1)
-        mean_prev = X[f"rolling_mean_lag1_window_size{max(H, 2)}"].to_numpy()
-        if H == 1:
-            mean_prev = X["lag1"].to_numpy()
-        day, week = self._bins(_DAY), self._bins(7 * _DAY)
-        sn = {}
-        for name, back in (("day", day), ("week", week)):
-            col = f"rolling_mean_lag{back - H + 1}_window_size{max(H, 2)}"
-            v = X[col].to_numpy() if col in X else np.full(len(d), np.nan)
-            if H == 1 and f"lag{back}" in X:
-                v = X[f"lag{back}"].to_numpy()
-            sn[name] = v * (H if self.agg == "sum" else 1)
-        pers = mean_prev * H if self.agg == "sum" else X["lag1"].to_numpy()
-        X["persistence"] = pers
-        X["diff1"] = X["lag1"] - X["lag2"]
-        X["dev_day"] = X["lag1"] - X[f"rolling_mean_lag1_window_size{day}"]
-        # Daily profile: mean of the same horizon window over the previous 7 days (a smoother
-        # seasonal level than one day's window). Window k days back ends before t when H <= day.
-        if H <= day:
-            ys = d.groupby("unique_id", sort=False)["y"]
-            fwd = ys.transform(lambda s: s.rolling(H, min_periods=H).mean().shift(-(H - 1)))
-            fg = fwd.groupby(d["unique_id"], sort=False)
-            stack = np.column_stack([fg.shift(k * day).to_numpy() for k in range(1, 8)])
-            n = np.isfinite(stack).sum(1)
-            X["profile_7d"] = np.where(n > 0, np.nansum(stack, 1) / np.maximum(n, 1), np.nan)
-        # Local scale: recent mean |bin-to-bin change|, floored by the series' long-run one.
-        g = d.groupby("unique_id", sort=False)["y"]
-        # Shift within each series: a plain shift would hand one queue's last bin to the next.
-        absdiff = g.diff().abs().groupby(d["unique_id"], sort=False).shift(1)
-        local = absdiff.groupby(d["unique_id"], sort=False).transform(
-            lambda s: s.rolling(self._bins(_DAY), min_periods=1).mean()).to_numpy()
-        base = absdiff.groupby(d["unique_id"], sort=False).transform(
-            lambda s: s.expanding(min_periods=1).mean()).to_numpy()
-        scale = np.nan_to_num(0.5 * local + 0.5 * base, nan=1.0) + 1e-3
-        scale = scale * (H if self.agg == "sum" else np.sqrt(H))
-        return Design(ids=d["unique_id"].to_numpy(), origins=d["ds"].to_numpy(), X=X,
-                      y_true=y_true * u, persistence=pers * u, snaive_day=sn["day"] * u,
-                      snaive_week=sn["week"] * u, scale=scale * u, unit=u)
+        return design(df, unit, self.freq, self.horizon, self.agg, self.multiscale,
+                      self.level_floor)
 
     # ---- fit / predict --------------------------------------------------------------------
     def _lgb(self) -> lgb.LGBMRegressor:
@@ -170,10 +89,27 @@ class DemandForecaster:
                                  subsample_freq=1, colsample_bytree=0.8, random_state=self.seed,
                                  n_jobs=self.n_jobs, verbose=-1)
 
+    def _train_target(self, des: Design) -> np.ndarray:
+        if self.target == "ratio":
+            return des.y_true / des.level
+        return (des.y_true - des.persistence) / des.unit
+
+    def _raw(self, des: Design, rows, model=None) -> np.ndarray:
+        """The model's p50 (before any fallback) at `rows`."""
+        out = (model or self.model_).predict(des.X.loc[rows, self.features_])
+        if self.target == "ratio":
+            return self._floor(out * des.level[rows])
+        return self._floor(des.persistence[rows] + self.lam_ * out * des.unit[rows])
+
+    def _zscale(self, des: Design) -> np.ndarray:
+        return des.level if self.target == "ratio" else des.scale
+
     def fit(self, df: pd.DataFrame) -> "DemandForecaster":
         """Fit on every origin whose whole horizon lies inside `df` (which is the training data)."""
         step = pd.Timedelta(self.freq)
         units = df.groupby("unique_id")["y"].apply(lambda s: float(s.abs().mean()) or 1.0)
+        if not self.unit_scale:  # series already in one unit (GPUs): keep absolute floors
+            units = units * 0 + 1.0
         self.unit_ = {str(k): float(v) for k, v in units.items()}
         des = self.design(df, self.unit_)
         self.features_ = list(des.X.columns)
@@ -185,24 +121,62 @@ class DemandForecaster:
         val_rows = ok & (pd.to_datetime(des.origins) >= val_start)
         if fit_rows.sum() < 50 or val_rows.sum() < 20:
             raise ValueError("not enough training data for a validation window: lower val_bins")
-        target = (des.y_true - des.persistence) / des.unit
+        target = self._train_target(des)
         m = self._lgb().fit(des.X[fit_rows], target[fit_rows])
-        # Shrinkage toward persistence and conformal quantiles, both on the validation tail.
-        dv = m.predict(des.X[val_rows]) * des.unit[val_rows]
         yv, pv = des.y_true[val_rows], des.persistence[val_rows]
-        errs = np.array([np.abs(yv - (pv + lam * dv)) for lam in self.shrink_grid])
-        maes = errs.mean(1)
-        self.lam_ = self._choose_shrink(errs, des.origins[val_rows])
-        self.val_mae_ = {f"lam={lam:g}": float(v) for lam, v in zip(self.shrink_grid, maes)}
-        p50 = self._floor(pv + self.lam_ * dv)
-        z = (yv - p50) / des.scale[val_rows]
-        a = (1 - self.coverage) / 2
-        self.q_lo_, self.q_hi_ = (float(np.quantile(z, a)), float(np.quantile(z, 1 - a)))
+        if self.target == "residual":
+            # Shrinkage toward persistence, chosen on the validation tail.
+            dv = m.predict(des.X[val_rows]) * des.unit[val_rows]
+            errs = np.array([np.abs(yv - (pv + lam * dv)) for lam in self.shrink_grid])
+            self.lam_ = self._choose_shrink(errs, des.origins[val_rows])
+            self.val_mae_ = {f"lam={lam:g}": float(v) for lam, v in zip(self.shrink_grid,
+                                                                       errs.mean(1))}
+        else:
+            self.lam_, self.val_mae_ = 1.0, {}
+        p50 = self._raw(des, val_rows, m)
+        self._select(des, val_rows, p50)
+        self.q_ = self._conformal(des, val_rows, p50)
+        self.q_lo_, self.q_hi_ = self.q_["*"][MODEL]
         self.val_ = {"n_origins": int(val_rows.sum()), "start": str(val_start)}
         # Refit on all training origins: the calibration above is a slight over-estimate of error.
         self.model_ = self._lgb().fit(des.X[ok & (ends <= end)], target[ok & (ends <= end)])
         self.train_end_ = str(end)
         return self
+
+    def _conformal(self, des: Design, rows: np.ndarray, p50: np.ndarray) -> dict:
+        """Split-conformal [p10, p90] offsets (in z units) per series and predictor, and pooled
+        ("*") for series unseen in training. Per series: a pooled quantile would be set by the
+        many quiet series (all zeros) and leave the busy ones with no interval at all."""
+        a = (1 - self.coverage) / 2
+        y, ids = des.y_true[rows], des.ids[rows]
+        out: dict[str, dict[str, list[float]]] = {}
+        for name in (MODEL, *FALLBACKS):
+            v = p50 if name == MODEL else des.baseline(name)[rows]
+            z = (y - v) / (self._zscale(des)[rows] if name == MODEL else des.scale[rows])
+            for uid in ("*", *pd.unique(ids)):
+                zz = z[np.isfinite(z) & ((ids == uid) | (uid == "*"))]
+                if len(zz) >= 10:
+                    out.setdefault(str(uid), {})[name] = [float(np.quantile(zz, a)),
+                                                          float(np.quantile(zz, 1 - a))]
+        return out
+
+    def _q(self, uid: str, name: str) -> list[float]:
+        return self.q_.get(str(uid), {}).get(name) or self.q_["*"].get(name) or [0.0, 0.0]
+
+    def _select(self, des: Design, rows: np.ndarray, p50: np.ndarray) -> None:
+        """Per series: MAE of the model and of each baseline on validation; serve the model
+        only where it beats every baseline there, else the best baseline (named)."""
+        ids, y = des.ids[rows], des.y_true[rows]
+        cand = {MODEL: p50, **{b: des.baseline(b)[rows] for b in FALLBACKS}}
+        self.val_scores_, self.served_ = {}, {}
+        for uid in pd.unique(ids):
+            r = ids == uid
+            sc = {k: float(np.mean(np.abs(y[r] - v[r]))) for k, v in cand.items()
+                  if np.isfinite(v[r]).all()}
+            self.val_scores_[str(uid)] = sc
+            best = min((b for b in FALLBACKS if b in sc), key=sc.get, default=None)
+            lose = self.fallback and best is not None and sc[MODEL] >= sc[best]
+            self.served_[str(uid)] = best if lose else MODEL
 
     def _choose_shrink(self, errs: np.ndarray, origins: np.ndarray) -> float:
         """Best shrink on validation, kept only if it beats persistence (lam=0) robustly.
@@ -229,15 +203,28 @@ class DemandForecaster:
     def _floor(v: np.ndarray) -> np.ndarray:
         return np.maximum(v, 0.0)  # demand is never negative
 
+    def served(self, uid: str) -> str:
+        """The predictor serving series `uid` (a series unseen in training gets the model)."""
+        served = getattr(self, "served_", {})
+        return served.get(str(uid), served.get("*", MODEL))
+
     def _predict_design(self, des: Design, rows: np.ndarray) -> pd.DataFrame:
-        Xr = des.X.loc[rows, self.features_]
-        p50 = self._floor(des.persistence[rows]
-                          + self.lam_ * self.model_.predict(Xr) * des.unit[rows])
-        s = des.scale[rows]
+        raw = self._raw(des, rows)
+        ids = des.ids[rows]
+        who = np.array([self.served(u) for u in ids], dtype=object)
+        p50, zs = raw.copy(), self._zscale(des)[rows].copy()
+        lo, hi = np.zeros(len(raw)), np.zeros(len(raw))
+        for uid in pd.unique(ids):
+            r = ids == uid
+            name = self.served(uid)
+            if name != MODEL:
+                p50[r], zs[r] = des.baseline(name)[rows][r], des.scale[rows][r]
+            lo[r], hi[r] = self._q(uid, name)
+        p50 = self._floor(np.nan_to_num(p50, nan=0.0))
         return pd.DataFrame({
-            "unique_id": des.ids[rows], "origin": des.origins[rows], "y_true": des.y_true[rows],
-            "p10": self._floor(p50 + self.q_lo_ * s), "p50": p50,
-            "p90": np.maximum(p50 + self.q_hi_ * s, p50),
+            "unique_id": ids, "origin": des.origins[rows], "y_true": des.y_true[rows],
+            "p10": np.minimum(self._floor(p50 + lo * zs), p50), "p50": p50,
+            "p90": np.maximum(p50 + hi * zs, p50), "model": who, "lightgbm": raw,
             "persistence": des.persistence[rows], "snaive_day": des.snaive_day[rows],
             "snaive_week": des.snaive_week[rows]})
 
@@ -269,8 +256,8 @@ class DemandForecaster:
                   if not k.endswith("_")}
         manifest = {"schema_version": SCHEMA_VERSION, "kind": "demand", "params": params,
                     "features": self.features_, "unit": self.unit_, "lam": self.lam_,
-                    "q_lo": self.q_lo_, "q_hi": self.q_hi_, "val": self.val_,
-                    "val_mae": self.val_mae_, "train_end": self.train_end_,
+                    "q": self.q_, "served": self.served_, "val_scores": self.val_scores_,
+                    "val": self.val_, "val_mae": self.val_mae_, "train_end": self.train_end_,
                     "sha256": hashlib.sha256(text.encode()).hexdigest()}
         (p / "manifest.json").write_text(json.dumps(manifest, indent=2))
 
@@ -285,8 +272,11 @@ class DemandForecaster:
         params["shrink_grid"] = tuple(params["shrink_grid"])
         self = cls(**params)
         self.model_ = _BoosterModel(lgb.Booster(model_str=text))
-        self.features_, self.unit_ = man["features"], man["unit"]
-        self.lam_, self.q_lo_, self.q_hi_ = man["lam"], man["q_lo"], man["q_hi"]
+        self.features_, self.unit_, self.lam_ = man["features"], man["unit"], man["lam"]
+        # schema 1 (before per-series fallback): one interval, the model serves every series
+        self.q_ = man.get("q") or {"*": {MODEL: [man["q_lo"], man["q_hi"]]}}
+        self.q_lo_, self.q_hi_ = self.q_["*"][MODEL]
+        self.served_, self.val_scores_ = man.get("served", {}), man.get("val_scores", {})
         self.val_, self.val_mae_, self.train_end_ = man["val"], man["val_mae"], man["train_end"]
         return self
 

@@ -1,5 +1,9 @@
 """Rolling-origin backtest of the demand forecaster against baselines, computed in one run.
 
+Rows of the metrics table: `model` is the served forecast (per series the LightGBM, or the
+baseline it fell back to on validation, named in the predictions' `model` column);
+`lightgbm` is the LightGBM everywhere, before that fallback.
+
 Origins are every bin from `test_start` to the last one whose horizon is complete. At origin t
 every forecast uses only bins with ds < t: the LightGBM model is fitted on ds < test_start
 (its validation/calibration window is the training tail), and its features, like the
@@ -70,8 +74,11 @@ def pinball(y: np.ndarray, q: dict[float, np.ndarray]) -> float:
 
 
 def backtest(df: pd.DataFrame, freq: str, horizon: int, test_start, agg: str = "sum",
-             with_ets: bool = True, **params) -> tuple[pd.DataFrame, pd.DataFrame, DemandForecaster]:
-    """Returns (PRED: unique_id, origin, y_true, p10, p50, p90, <baselines>; metrics; model)."""
+             with_ets: bool = True, score_ids: list[str] | None = None,
+             **params) -> tuple[pd.DataFrame, pd.DataFrame, DemandForecaster]:
+    """Returns (PRED: unique_id, origin, y_true, p10, p50, p90, model, <baselines>; metrics;
+    model). The model is fitted on every series of `df`; the metrics cover `score_ids` (all
+    series when None), e.g. a cluster total fitted together with its parts."""
     step = pd.Timedelta(freq)
     T = pd.Timestamp(test_start)
     model = DemandForecaster(freq=freq, horizon=horizon, agg=agg, **params)
@@ -80,20 +87,25 @@ def backtest(df: pd.DataFrame, freq: str, horizon: int, test_start, agg: str = "
     # One design pass over all data: features at each origin use earlier bins only.
     pred = model.predict_origins(df, cal_start)
     pred["origin"] = pd.to_datetime(pred["origin"], utc=True)
+    if score_ids is not None:
+        pred = pred[pred["unique_id"].isin([str(u) for u in score_ids])].reset_index(drop=True)
     # Calibration origins must have their horizon inside the training data.
     cal_mask = pred["origin"] + horizon * step <= T
     if with_ets:
-        ets = ets_baseline(df, horizon, agg, freq, cal_start)
+        keep = df if score_ids is None else df[df["unique_id"].isin(score_ids)]
+        ets = ets_baseline(keep, horizon, agg, freq, cal_start)
         pred = pred.merge(ets, on=["unique_id", "origin"], how="left")
     cal, test = pred[cal_mask], pred[pred["origin"] >= T].reset_index(drop=True)
     if test.empty:
         raise ValueError("no test origin with a complete horizon")
     # MASE scale: MAE of the daily seasonal naive over the training origins.
     train = model.predict_origins(df[df["ds"] < T], df["ds"].min())
+    if score_ids is not None:
+        train = train[train["unique_id"].isin([str(u) for u in score_ids])]
     mase_scale = float(np.nanmean(np.abs(train["y_true"] - train["snaive_day"])))
     rows = []
     y = test["y_true"].to_numpy()
-    for name in ("model", *[b for b in BASELINES if b in test]):
+    for name in ("model", "lightgbm", *[b for b in BASELINES if b in test]):
         if name == "model":
             p10, p50, p90 = test["p10"], test["p50"], test["p90"]
         else:

@@ -2,10 +2,15 @@
 
 For every wired kind (training.kinds.KINDS): build its table from the history, fit on
 everything before the cutoff (`end - holdout`), backtest on the window after it, score the
-model in service on the *same* window, and publish the new model only when its primary metric
-is not worse than the one in service by more than `tolerance` (relative). A model identical to
-the one in service (same data, same files) is not published again. The published model is the
-one that was backtested: its metrics in the manifest are the numbers it earned.
+model in service on the *same* window, and publish the new model only when
+1. its primary metric beats the kind's best baseline (the lowest `baseline_<name>_<primary>`
+   of its backtest, computed on the same window); otherwise the model in service stays if it
+   beats that baseline, or, for kinds that can serve a baseline (`as_baseline`), the baseline
+   itself is published as the model of record, or nothing is published (`withheld`); and
+2. it is not worse than the one in service by more than `tolerance` (relative).
+A model identical to the one in service (same data, same files) is not published again. The
+published model is the one that was backtested: its metrics in the manifest are the numbers
+it earned, and they name the baseline it was compared with.
 """
 from __future__ import annotations
 
@@ -43,15 +48,16 @@ class TrainConfig:
     usage_freq: str = "2min"
     usage_horizon: int = 5
     dry_run: bool = False
-    #: also refuse a model that loses to its own same-window baseline (constant, persistence)
-    beat_baseline: bool = False
+    #: refuse a model that does not beat its best same-window baseline (off: only the
+    #: comparison with the model in service gates)
+    beat_baseline: bool = True
     dask_client: object | None = None
 
 
 @dataclass
 class KindResult:
     kind: str
-    status: str  # published | kept | skipped | failed
+    status: str  # published | kept | withheld | skipped | failed
     reason: str = ""
     version: str | None = None
     in_service: str | None = None
@@ -92,6 +98,32 @@ def gate(new: float, current: float | None, tolerance: float) -> bool:
     if current is None or current != current:
         return True
     return new <= current * (1.0 + tolerance) + 1e-12
+
+
+def best_baseline(metrics: dict) -> tuple[str, float] | None:
+    """The kind's best baseline on the backtest window: (name, value) of the lowest
+    `baseline_<name>_<primary>` entry, or None when the kind reports none."""
+    p = metrics.get("primary", "mae")
+    found = [(k[len("baseline_"):-len(p) - 1], float(v)) for k, v in metrics.items()
+             if k.startswith("baseline_") and k.endswith(f"_{p}") and isinstance(v, (int, float))
+             and v == v]
+    return min(found, key=lambda kv: kv[1]) if found else None
+
+
+def beats(value: float, base: tuple[str, float] | None) -> bool:
+    """Strictly better than the best baseline (no baseline: nothing to beat)."""
+    return base is None or value < base[1] - 1e-12
+
+
+def _served(model) -> dict:
+    """How many series each predictor serves (kinds whose estimator falls back per series)."""
+    s = getattr(model, "served_", None)
+    if isinstance(s, str):
+        return {s: "all"}
+    if isinstance(s, dict):
+        per = pd.Series([v for k, v in s.items() if k != "*"], dtype=object)
+        return {k: int(v) for k, v in per.value_counts().items()}
+    return {}
 
 
 def _service_metrics(reg: Registry, mod, test, train) -> tuple[str | None, dict, str]:
@@ -142,6 +174,33 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
     except SkipKind as exc:
         res.reason = str(exc)
         return res
+    base = best_baseline(res.metrics)
+    if base is not None:
+        res.metrics["best_baseline"] = base[0]
+    if _served(model):
+        res.metrics["served"] = _served(model)
+    record = ""  # set when a baseline becomes the model of record
+    if cfg.beat_baseline and not beats(res.metrics[mod.PRIMARY], base):
+        lost = (f"{mod.PRIMARY} {res.metrics[mod.PRIMARY]:.4g} does not beat the best baseline "
+                f"{base[0]} {base[1]:.4g} on the same window")
+        cur_v = res.service_metrics.get(mod.PRIMARY)
+        if res.in_service is not None and cur_v is not None and beats(cur_v, base):
+            res.status = "kept"
+            res.reason = f"{lost}; v{res.in_service} in service ({cur_v:.4g}) beats it and stays"
+            lap("publish")
+            return res
+        if not hasattr(mod, "as_baseline"):
+            res.status = "withheld"
+            res.reason = (f"not published: {lost}; " + (
+                f"v{res.in_service} in service does not beat it either: callers should use "
+                f"the baseline" if res.in_service else "no model of this kind is served"))
+            lap("publish")
+            return res
+        model = mod.as_baseline(model, base[0])
+        scored, res.predictions = mod.score(model, test, train)
+        res.metrics = {**scored, "trainer": res.metrics["trainer"], "best_baseline": base[0],
+                       "served": _served(model)}
+        record = f"baseline {base[0]} is the model of record: the fitted model's {lost}"
     new, cur = res.metrics[mod.PRIMARY], res.service_metrics.get(mod.PRIMARY)
     on_step("publish")
     with tempfile.TemporaryDirectory(prefix=f"foresight-{name}-") as tmp:
@@ -152,10 +211,6 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
                 reg.manifest(name, res.in_service).get("files") == digests)
         if same:
             res.status, res.reason = "kept", f"identical to v{res.in_service}"
-        elif cfg.beat_baseline and new > min(
-                [v for k, v in res.metrics.items() if k.startswith("baseline")] or [new]):
-            res.status = "kept"
-            res.reason = f"{mod.PRIMARY} {new:.4g} does not beat its baseline on the same window"
         elif not gate(new, cur, cfg.tolerance):
             res.status = "kept"
             res.reason = (f"{mod.PRIMARY} {new:.4g} worse than v{res.in_service}'s {cur:.4g} "
@@ -172,8 +227,10 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
                                          "end": cutoff.isoformat()}
             res.version = reg.publish(name, tmp, fields)
             res.status = "published"
-            res.reason = note or ("first version" if cur is None else
-                                  f"{mod.PRIMARY} {new:.4g} vs {cur:.4g} in service")
+            vs = f"; beats best baseline {base[0]} {base[1]:.4g}" if base and not record else ""
+            res.reason = "; ".join(x for x in (note, record) if x) or (
+                ("first version" if cur is None else
+                 f"{mod.PRIMARY} {new:.4g} vs {cur:.4g} in service") + vs)
     lap("publish")
     return res
 

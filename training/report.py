@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from training.kinds import load_kind  # noqa: E402
-from training.pipeline import RunResult  # noqa: E402
+from training.pipeline import RunResult, best_baseline  # noqa: E402
 from training.registry import Registry  # noqa: E402
 
 
@@ -23,6 +23,7 @@ def metrics_doc(result: RunResult, registry: str) -> dict:
             "hygiene": result.hygiene, "stage_seconds": result.stages,
             "peak_rss_mb": result.peak_mb,
             "kinds": {k.kind: {"status": k.status, "reason": k.reason, "version": k.version,
+                               "best_baseline": best_baseline(k.metrics),
                                "in_service_before": k.in_service, "backtest": k.metrics,
                                "in_service_backtest": k.service_metrics, "seconds": k.seconds}
                       for k in result.kinds}}
@@ -42,15 +43,15 @@ def _history_plot(reg: Registry, kind: str) -> str | None:
         m = body.get("metrics") or {}
         p = m.get("primary")
         if p and isinstance(m.get(p), (int, float)):
-            base = next((v for k, v in m.items() if k.startswith("baseline")), None)
-            rows.append((int(body["version"]), m[p], p, base))
+            base = best_baseline(m)
+            rows.append((int(body["version"]), m[p], p, base[1] if base else None))
     if not rows:
         return None
     df = pd.DataFrame(rows, columns=["version", "value", "metric", "baseline"])
     fig, ax = plt.subplots(figsize=(5, 3))
     ax.plot(df["version"], df["value"], "o-", label=f"backtest {df['metric'].iloc[0]}")
     if df["baseline"].notna().any():
-        ax.plot(df["version"], df["baseline"], "s:", label="baseline (same window)")
+        ax.plot(df["version"], df["baseline"], "s:", label="best baseline (same window)")
     cur = reg.current(kind)
     if cur is not None:
         ax.axvline(int(cur), color="g", ls="--", lw=0.8, label=f"current v{cur}")
@@ -89,6 +90,13 @@ def write_report(result: RunResult, registry: str, out_dir: str | Path) -> tuple
              "<h2>Data hygiene</h2>", _table(result.hygiene)]
     for k in result.kinds:
         parts.append(f"<h2>{k.kind}: {k.status}</h2><p>{html.escape(k.reason)}</p>")
+        base = best_baseline(k.metrics)
+        if base is not None:
+            p = k.metrics.get("primary", "mae")
+            parts.append(f"<p class='gate'>compared with its best baseline on the same window: "
+                         f"<b>{html.escape(base[0])}</b> {p} {base[1]:.4g} (model "
+                         f"{_fmt(k.metrics.get(p))}); served: "
+                         f"{html.escape(_fmt(k.metrics.get('served') or {'model': 'all'}))}</p>")
         if k.metrics:
             parts += ["<h3>backtest (new model)</h3>", _table(k.metrics)]
         if k.service_metrics:

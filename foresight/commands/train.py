@@ -38,17 +38,21 @@ def summary_table(result, report: Path, elapsed: float, title: str | None = None
     """The one-screen summary of a training run (also shown by `foresight demo`)."""
     t = Table(title=f"foresight train: {title or result.source} ({elapsed:.0f} s)", show_lines=False)
     for col in ("kind", "status", "version", "in service before", "backtest (new)",
-                "in service (same window)", "baseline", "reason"):
+                "in service (same window)", "best baseline (same window)", "served", "reason"):
         t.add_column(col, overflow="fold")
-    colour = {"published": "green", "kept": "yellow", "skipped": "dim", "failed": "red"}
+    from training.pipeline import best_baseline
+
+    colour = {"published": "green", "kept": "yellow", "withheld": "red", "skipped": "dim",
+              "failed": "red"}
     for k in result.kinds:
         m, s = k.metrics, k.service_metrics
         p = m.get("primary", "mae")
-        base = next((v for key, v in m.items() if key.startswith("baseline")), None)
+        base = best_baseline(m)
+        served = ", ".join(f"{n} {c}" for n, c in (m.get("served") or {}).items()) or "-"
         t.add_row(k.kind, f"[{colour[k.status]}]{k.status}", k.version or "-",
                   k.in_service or "-", f"{p} {m[p]:.4g}" if p in m else "-",
-                  f"{s[p]:.4g}" if p in s else "-", f"{base:.4g}" if base is not None else "-",
-                  k.reason)
+                  f"{s[p]:.4g}" if p in s else "-",
+                  f"{base[0]} {base[1]:.4g}" if base is not None else "-", served, k.reason)
     h = result.hygiene
     t.caption = (f"hygiene: {h['nan_values']} NaN, {h['duplicate_rows']} duplicates, "
                  f"{h['counter_resets']} counter resets, {h['missing_series']} missing series, "
@@ -82,8 +86,8 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(1, "--threads", help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
         out: str = typer.Option("foresight-train-report", "--out", help="Where report.html and metrics.json go."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
-        beat_baseline: bool = typer.Option(False, "--beat-baseline",
-                                           help="Also refuse a model that loses to its same-window baseline."),
+        beat_baseline: bool = typer.Option(True, "--beat-baseline/--no-beat-baseline",
+                                           help="Refuse a model that does not beat its best same-window baseline (default on)."),
         dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                      help="tcp://HOST:PORT: train LightGBM through lightgbm.dask."),
     ) -> None:

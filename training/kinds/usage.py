@@ -2,7 +2,9 @@
 
 Split by time: fitted on bins before the cutoff; the backtest scores every origin at or after
 it with a complete horizon (pods that start after the cutoff included). Baselines from the same
-origins: mean of the last horizon and simple exponential smoothing (alpha chosen on training).
+origins: the forecaster's baselines (last value, mean of the last horizon, simple exponential
+smoothing with alpha chosen on training); the gate compares the model with the best of them.
+`as_baseline` makes the fitted forecaster serve one baseline everywhere (model of record).
 """
 from __future__ import annotations
 
@@ -66,12 +68,21 @@ def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
         raise SkipKind("no usage origin with a complete horizon after the cutoff")
     y = pred["y_true"].to_numpy()
     mae = lambda c: float(np.mean(np.abs(pred[c].to_numpy() - y)))  # noqa: E731
-    m = {"primary": PRIMARY, "mae": mae("p50"), "baseline_mean_last_h_mae": mae("mean_last_h"),
-         "baseline_ses_mae": mae("ses"),
+    from forecaster.usage import BASELINES
+
+    m = {"primary": PRIMARY, "mae": mae("p50"),
+         **{f"baseline_{b}_mae": mae(b) for b in BASELINES if b in pred},
          "p10_p90_coverage": float(((y >= pred["p10"]) & (y <= pred["p90"])).mean()),
          "backtest_origins": int(len(pred)), "series": int(pred["unique_id"].nunique()),
          "horizon_bins": int(model.horizon)}
     return m, pred
+
+
+def as_baseline(model, name: str):
+    """The same artifact serving baseline `name` for every series (and unseen ones)."""
+    model.served_ = name
+    model.served_series_ = {u: name for u in getattr(model, "served_series_", {})}
+    return model
 
 
 def save(model, path: Path) -> None:

@@ -1,0 +1,56 @@
+"""Alibaba's 2025 disaggregated-DLRM serving trace as demand series (Nixtla long format).
+
+One row of `disaggregated_DLRM_trace.csv` is one serving instance: `role` (CN CPU node, HN GPU
+node), `app_name`, `gpu_request`, and `creation_time` in seconds from the start of the 31-day
+window. Rows with an empty `creation_time` existed before the window: they are not arrivals and
+are dropped. Times are anchored at `EPOCH` (the trace is anonymised: only offsets are real).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from features.demand_series import parse_freq
+from foresight.errors import ForesightError
+
+#: Anchor of the trace's relative seconds (arbitrary; weekdays are relative to it).
+EPOCH = pd.Timestamp("2025-01-01T00:00:00Z")
+#: unique_id of the cluster-wide series.
+TOTAL = "cluster"
+
+
+def read_dlrm(path: str | Path) -> pd.DataFrame:
+    """Instances created inside the window: app, gpu_request, created (UTC timestamps)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ForesightError(f"DLRM trace not found: {p}")
+    raw = pd.read_csv(p, usecols=["app_name", "gpu_request", "creation_time"])
+    raw = raw.dropna(subset=["creation_time"])  # existed before the window: not an arrival
+    return pd.DataFrame({"app": raw["app_name"].astype(str),
+                         "gpu_request": pd.to_numeric(raw["gpu_request"]).astype(float),
+                         "created": EPOCH + pd.to_timedelta(raw["creation_time"], unit="s")})
+
+
+def dlrm_arrivals(path: str | Path, freq: str = "10min", by: str = "total",
+                  top_apps: int = 0) -> pd.DataFrame:
+    """GPUs requested per bin: `by="total"` one series `cluster`; `by="app"` one series per app
+    (the `top_apps` largest by GPUs requested when > 0), all on the window's full grid (no
+    arrivals = 0)."""
+    step = parse_freq(freq)
+    inst = read_dlrm(path)
+    grid = pd.date_range(EPOCH, inst["created"].max().floor(step), freq=step)
+    inst = inst.assign(ds=inst["created"].dt.floor(step))
+    if by == "total":
+        s = inst.groupby("ds")["gpu_request"].sum().reindex(grid, fill_value=0.0)
+        return pd.DataFrame({"unique_id": TOTAL, "ds": grid, "y": s.to_numpy()})
+    if by != "app":
+        raise ForesightError(f"bad by {by!r}: use total or app")
+    gpu = inst[inst["gpu_request"] > 0]
+    apps = gpu.groupby("app")["gpu_request"].sum().sort_values(ascending=False).index
+    apps = list(apps[:top_apps] if top_apps > 0 else apps)
+    parts = []
+    for app in apps:
+        s = gpu[gpu["app"] == app].groupby("ds")["gpu_request"].sum().reindex(grid, fill_value=0.0)
+        parts.append(pd.DataFrame({"unique_id": app, "ds": grid, "y": s.to_numpy()}))
+    return pd.concat(parts, ignore_index=True)

@@ -1,22 +1,17 @@
-"""Short-horizon usage forecaster: mean SM activity / framebuffer / power of a running pod over
-the next `horizon` bins, from its recent samples (a global LightGBM over all pods).
+"""Short-horizon usage forecaster: mean GPU activity / memory / power of a running pod over the
+next `horizon` bins, from its recent samples (one global LightGBM over all pods).
 
 No-leakage rule (identical to the demand forecaster's): a forecast at origin `t` uses only bins
-with `ds < t`; its target is `agg(y[t <= ds < t + H])` (`agg="mean"`: usage is a level).
+with `ds < t`; its target is `mean(y[t <= ds < t + H])` (usage is a level).
 
-Why it can beat "mean of the last horizon": jobs move between phases whose levels are known
-from their own history (steady-compute level = the running max; an evaluation or a stall is a
-dip that ends). So the features describe the pod's current phase relative to its own levels:
-recent means vs. the long-run max, how long the current level has lasted, how long since the
-pod was last at its compute level. The model predicts the change from a base forecast (the
-mean of the last horizon, or the last value for step-like series such as framebuffer; chosen
-on the validation tail), in units of the series' running max (one model, every pod and scale).
-With a `phase` column (the pod's phase per bin: reported by the job, segmented from its
-samples, or the simulator's truth) the current phase is a feature too: which phase, how long
-it has lasted, how long that phase usually lasts (in this pod's history and over the training
-pods) and its level so far; the phase of bin ds < t is what is known at origin t.
-The correction is kept only if it beats its plain base by `min_gain` on the validation tail.
-Quantiles p10/p90: split-conformal on a validation tail of the training window.
+Design (issue 12): the loss is the reported metric's (LightGBM `l1`, weighted by each pod's
+scale so that the scale-free target still sums to the absolute error); features at several time
+scales (forecaster.usage_features); optional time of day and phase. The model predicts either
+the level directly or the residual on the best baseline, whichever scores better on the
+validation tail of the training window. The same tail decides what is *served*: the model, or
+the baseline it did not beat, per series (`served_series_`) and overall (`served_`); the
+forecast's `model` column names it. p10/p90: split-conformal quantiles of each served
+predictor's own validation residuals, clipped to the metric's physical range [y_min, y_max].
 Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
 """
 from __future__ import annotations
@@ -27,97 +22,17 @@ from pathlib import Path
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
+
 from forecaster.manifest import read_manifest
+from forecaster.usage_features import (fleet_features, phase_runs, series_features,
+                                       typical_phase_bins)
 
-SCHEMA_VERSION = 2  # 2: optional phase features
-WINDOWS = (3, 5, 10, 30, 60)
-# Phase names the `phase` column may carry (features.usage_series.attach_phases); anything
-# else is "unknown". Fixed codes, so an artifact reads the same codes it was trained on.
-PHASE_NAMES = ("startup", "compute", "eval", "checkpoint", "stall", "idle", "serving_busy",
-               "serving_idle")
+__all__ = ["UsageForecaster", "BASELINES", "SCHEMA_VERSION", "phase_runs", "typical_phase_bins"]
 
-
-def phase_runs(phase: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per bin: phase code (-1 unknown), bins since that phase began (1 = first bin), and the
-    median length of the same phase's *completed* runs earlier in the series (NaN if none)."""
-    codes = {p: i for i, p in enumerate(PHASE_NAMES)}
-    code = np.asarray([codes.get(str(p), -1) for p in phase], dtype=float)
-    n = len(code)
-    age, own = np.ones(n), np.full(n, np.nan)
-    done: dict[float, list[int]] = {}
-    for i in range(1, n):
-        if code[i] == code[i - 1]:
-            age[i] = age[i - 1] + 1
-        else:
-            done.setdefault(code[i - 1], []).append(int(age[i - 1]))
-        past = done.get(code[i])
-        if past:
-            own[i] = float(np.median(past[-20:]))  # recent runs: a job's rhythm drifts
-    return code, age, own
-
-
-def _series_features(y: np.ndarray, H: int, phase: np.ndarray | None = None,
-                     typical: dict | None = None
-                     ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray, np.ndarray]:
-    """Feature rows for every origin i of one series (history y[:i], phases of bins < i),
-    target, base, scale."""
-    n = len(y)
-    s = pd.Series(y)
-    prev = s.shift(1)  # row i sees y[i-1] and earlier only
-    scale = np.maximum(prev.expanding().max().to_numpy(), 1e-6)
-    f = {"age": np.arange(n, dtype=float)}
-    for k in (1, 2, 3):
-        f[f"lag{k}"] = s.shift(k).to_numpy() / scale
-    for w in WINDOWS + (H,):
-        f[f"mean{w}"] = prev.rolling(w, min_periods=1).mean().to_numpy() / scale
-    f["std10"] = prev.rolling(10, min_periods=2).std().to_numpy() / scale
-    f["max60"] = prev.rolling(60, min_periods=1).max().to_numpy() / scale
-    f["min60"] = prev.rolling(60, min_periods=1).min().to_numpy() / scale
-    f["mean_all"] = prev.expanding().mean().to_numpy() / scale
-    high = (prev.to_numpy() >= 0.8 * scale).astype(float)
-    f["high_share60"] = pd.Series(high).rolling(60, min_periods=1).mean().to_numpy()
-    # bins since the pod was last near its compute level, and run length of the current level
-    idx = np.arange(n, dtype=float)
-    last_high = pd.Series(np.where(high > 0, idx, np.nan)).ffill().to_numpy()
-    f["since_high"] = np.nan_to_num(idx - last_high, nan=idx)
-    lag1 = f["lag1"]
-    change = np.r_[True, np.abs(np.diff(np.nan_to_num(lag1))) > 0.1]
-    start = pd.Series(np.where(change, idx, np.nan)).ffill().to_numpy()
-    f["run_len"] = idx - start
-    # the step that began the current level (a partner pod starting on a shared GPU shows as
-    # a step up that a second one follows when its start-up ends; a departure as a step down)
-    pv = prev.to_numpy()
-    st = start.astype(int)
-    f["last_step"] = (pv[st] - np.where(st >= 1, pv[np.maximum(st - 1, 0)], np.nan)) / scale
-    if phase is not None:  # the phase of the last complete bin: the pod's current phase
-        code, age, own = phase_runs(phase)
-        sh = lambda a: np.r_[np.nan, a[:-1]]  # noqa: E731  (row i sees bin i-1)
-        f["ph"], f["ph_age"], f["ph_own_typ"] = sh(code), sh(age), sh(own)
-        f["ph_own_left"] = f["ph_own_typ"] - f["ph_age"]
-        # level of the current phase so far, relative to the series' running max
-        cs = np.cumsum(y)
-        first = np.arange(n) - age.astype(int) + 1  # first bin of the current run
-        lvl = (cs - np.where(first > 0, cs[np.maximum(first - 1, 0)], 0.0)) / age
-        f["ph_level"] = sh(lvl) / scale
-        if typical:  # the phase's typical run length over the training pods
-            f["ph_typ"] = np.asarray([typical.get(str(int(c)), np.nan) if np.isfinite(c)
-                                      else np.nan for c in f["ph"]])
-            f["ph_left"] = f["ph_typ"] - f["ph_age"]
-    base = f[f"mean{H}"] * scale
-    fut = s[::-1].rolling(H, min_periods=H).mean()[::-1].to_numpy()  # mean of y[i:i+H]
-    return pd.DataFrame(f), fut, base, scale
-
-
-def typical_phase_bins(df: pd.DataFrame) -> dict:
-    """Median length (bins) of completed phase runs per phase code over all series of df."""
-    runs: dict[str, list[float]] = {}
-    for _, g in df.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=False):
-        code, age, _ = phase_runs(g["phase"].fillna("").to_numpy())
-        ends = np.flatnonzero(np.r_[np.diff(code) != 0, False])  # last bin of a finished run
-        for c, a in zip(code[ends], age[ends]):
-            if c >= 0:
-                runs.setdefault(str(int(c)), []).append(float(a))
-    return {c: float(np.median(v)) for c, v in runs.items()}
+# 3: served predictor per series, validation scores, conformal quantiles per predictor,
+# base ("none" or a baseline), physical range, time of day.
+SCHEMA_VERSION = 3
+BASELINES = ("last_value", "mean_last_h", "ses")
 
 
 class UsageForecaster:
@@ -127,7 +42,10 @@ class UsageForecaster:
                  n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 31,
                  min_child_samples: int = 50, ses_grid: tuple[float, ...] = (
                      0.05, 0.1, 0.2, 0.3, 0.5, 0.8), seed: int = 0, n_jobs: int = 1,
-                 min_gain: float = 0.03) -> None:
+                 min_gain: float = 0.0, select: str = "series", base: str = "auto",
+                 time_of_day: bool = False, weight: bool = True, y_min: float = 0.0,
+                 y_max: float | None = None, drop: tuple[str, ...] = (),
+                 fleet: bool = False, half_life: float | None = None) -> None:
         self.horizon = horizon
         self.val_frac = val_frac
         self.coverage = coverage
@@ -138,34 +56,49 @@ class UsageForecaster:
         self.ses_grid = ses_grid
         self.seed = seed
         self.n_jobs = n_jobs
-        self.min_gain = min_gain  # validation gain the model needs over its plain base
+        self.min_gain = min_gain  # validation gain the model needs over the best baseline
+        self.select = select  # "series": fallback per series; "global": one choice for all
+        # "auto": level or residual on the best validation baseline, whichever validates
+        # better; "residual": always that residual; "none": the level; or a baseline name
+        self.base = base
+        self.time_of_day = time_of_day
+        self.weight = weight
+        self.y_min, self.y_max = y_min, y_max
+        self.half_life = half_life  # bins; None: every training origin weighs the same
+        self.fleet = fleet  # the load of every series in the table, as features
+        self.drop = tuple(drop)  # feature names left out (e.g. LONG_RUN on drifting load)
         self.phases_, self.ph_typ_ = False, {}
 
+    # ---------------------------------------------------------------- design matrix
     def design(self, df: pd.DataFrame) -> dict:
         """Rows for every (series, origin); `y_true` NaN where the horizon runs past the data."""
         H = self.horizon
-        parts, ids, origins, ys, bases, scales, ses = [], [], [], [], [], [], {a: [] for a in
-                                                                           self.ses_grid}
-        lasts = []
+        parts, ids, origins, ys, scales, lasts, means = [], [], [], [], [], [], []
+        ses: dict[float, list] = {a: [] for a in self.ses_grid}
+        fl = fleet_features(df) if self.fleet else None
         for uid, g in df.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=False):
             y = g["y"].to_numpy(dtype=float)
             ph = None
             if self.phases_:
                 ph = g["phase"].fillna("").to_numpy() if "phase" in g else np.full(len(y), "")
-            X, fut, base, scale = _series_features(y, H, ph, self.ph_typ_)
-            parts.append(X)
+            X, fut, scale = series_features(y, H, g["ds"].to_numpy() if self.time_of_day
+                                            else None, ph, self.ph_typ_)
+            if fl is not None:
+                X = X.join(fl.reindex(pd.DatetimeIndex(g["ds"])).reset_index(drop=True))
+            parts.append(X.drop(columns=list(self.drop), errors="ignore"))
             ids.append(np.full(len(y), uid, dtype=object))
             origins.append(g["ds"].to_numpy())
-            ys.append(fut), bases.append(base), scales.append(scale)
+            ys.append(fut), scales.append(scale)
             prev = pd.Series(y).shift(1)
             lasts.append(prev.to_numpy())
+            means.append(prev.rolling(H, min_periods=1).mean().to_numpy())
             for a in self.ses_grid:
                 ses[a].append(prev.ewm(alpha=a, adjust=False).mean().to_numpy())
         return {"X": pd.concat(parts, ignore_index=True), "ids": np.concatenate(ids),
                 "origins": np.concatenate(origins), "y_true": np.concatenate(ys),
-                "mean_last_h": np.concatenate(bases), "scale": np.concatenate(scales),
-                "last_value": np.concatenate(lasts),
-                "ses": {a: np.concatenate(v) for a, v in ses.items()}}
+                "scale": np.concatenate(scales), "last_value": np.concatenate(lasts),
+                "mean_last_h": np.concatenate(means),
+                "ses_all": {a: np.concatenate(v) for a, v in ses.items()}}
 
     def _lgb(self) -> lgb.LGBMRegressor:
         return lgb.LGBMRegressor(objective="l1", n_estimators=self.n_estimators,
@@ -174,89 +107,143 @@ class UsageForecaster:
                                  subsample_freq=1, colsample_bytree=0.8,
                                  random_state=self.seed, n_jobs=self.n_jobs, verbose=-1)
 
+    def _train(self, d: dict, rows: np.ndarray, base: str):
+        """l1 on the scale-free target; weight = scale makes it the absolute error in the
+        metric's own units (what is reported). The Dask regressor takes no weights."""
+        target = (d["y_true"][rows] - self._base_values(d, base)[rows]) / d["scale"][rows]
+        w = d["scale"][rows] if self.weight else np.ones(int(rows.sum()))
+        if self.half_life:  # recent origins count more: load regimes drift within a day
+            t = pd.to_datetime(d["origins"][rows], utc=True)
+            age = (t.max() - t) / (d["step"] * self.half_life)
+            w = w * np.power(0.5, np.asarray(age, dtype=float))
+        reg = self._lgb()
+        if (self.weight or self.half_life) and isinstance(reg, lgb.LGBMRegressor):
+            return reg.fit(d["X"][rows], target, sample_weight=w)
+        return reg.fit(d["X"][rows], target)
+
+    @staticmethod
+    def _base_values(d: dict, base: str) -> np.ndarray:
+        return np.zeros(len(d["y_true"])) if base == "none" else d[base]
+
+    def _model_p50(self, d: dict, rows: np.ndarray, reg, base: str) -> np.ndarray:
+        X = d["X"].loc[rows, self.features_] if hasattr(self, "features_") else d["X"][rows]
+        p = self._base_values(d, base)[rows] + reg.predict(X) * d["scale"][rows]
+        return np.clip(p, self.y_min, self.y_max_)
+
+    # ---------------------------------------------------------------- fit
     def fit(self, df: pd.DataFrame) -> "UsageForecaster":
         """Train on every origin of `df` (the training data) whose horizon is complete. A
         `phase` column (the phase of each bin) adds the current phase as features."""
         self.phases_ = "phase" in df.columns
         self.ph_typ_ = typical_phase_bins(df) if self.phases_ else {}
+        self.y_max_ = float(self.y_max if self.y_max is not None else df["y"].max())
         d = self.design(df)
-        ok = np.isfinite(d["y_true"]) & np.isfinite(d["mean_last_h"]) & (d["X"]["age"] >= 1)
+        ok = (np.isfinite(d["y_true"]) & np.isfinite(d["last_value"]) &
+              (d["X"]["age"].to_numpy() >= 1))
         if ok.sum() < 100:
             raise ValueError("not enough training origins (need >= 100 with a full horizon)")
-        ok &= np.isfinite(d["last_value"])
-        t = pd.to_datetime(d["origins"], utc=True)
-        cut = t[ok].sort_values()[int(len(t[ok]) * (1 - self.val_frac))]
-        fit_rows, val_rows = ok & (t < cut), ok & (t >= cut)
-        # The model corrects a base forecast; which base suits the metric (smooth levels vs.
-        # step-like framebuffer) is chosen on the validation tail of the training window.
-        # The correction is shrunk toward the base (lam in 0..1, as the demand forecaster
-        # does), so a metric the model cannot improve (step-like framebuffer) keeps its base.
-        best, plain = None, None
-        for base in ("mean_last_h", "last_value"):
-            target = (d["y_true"] - d[base]) / d["scale"]
-            m = self._lgb().fit(d["X"][fit_rows], target[fit_rows])
-            corr = m.predict(d["X"][val_rows]) * d["scale"][val_rows]
-            for lam in (0.0, 0.25, 0.5, 0.75, 1.0):
-                pv = d[base][val_rows] + lam * corr
-                mae = float(np.mean(np.abs(d["y_true"][val_rows] - pv)))
-                if best is None or mae < best[0]:
-                    best = (mae, base, lam, pv)
-                if lam == 0.0 and (plain is None or mae < plain[0]):
-                    plain = (mae, base, lam, pv)
-        # A correction must earn its place: one validation tail is a noisy judge, and a
-        # metric whose moves are mostly unforeseeable (framebuffer: partners arriving on a
-        # shared GPU) gains a little there and loses on new data. Keep the plain base unless
-        # the model is clearly better on validation.
-        if best[0] > (1 - self.min_gain) * plain[0]:
-            best = plain
-        _, self.base_, self.lam_, pv = best
-        target = (d["y_true"] - d[self.base_]) / d["scale"]
-        z = (d["y_true"][val_rows] - pv) / d["scale"][val_rows]
-        a = (1 - self.coverage) / 2
-        self.q_lo_, self.q_hi_ = float(np.quantile(z, a)), float(np.quantile(z, 1 - a))
-        # SES baseline: its smoothing constant is chosen on the training data too
-        maes = {al: float(np.nanmean(np.abs(d["y_true"][ok] - d["ses"][al][ok])))
-                for al in self.ses_grid}
+        maes = {a: float(np.mean(np.abs(d["y_true"][ok] - d["ses_all"][a][ok])))
+                for a in self.ses_grid}  # SES constant chosen on the training data
         self.ses_alpha_ = min(maes, key=maes.get)
+        d["ses"] = d["ses_all"][self.ses_alpha_]
+        # Validation tail: the last val_frac of origins. Fit rows end their horizon before
+        # it starts, so no validation bin is a training target.
+        t = pd.to_datetime(d["origins"], utc=True)
+        step = pd.Series(t[1:] - t[:-1])
+        step = step[step > pd.Timedelta(0)].min()
+        d["step"] = step
+        cut = t[ok].sort_values()[int(ok.sum() * (1 - self.val_frac))]
+        fit_rows = ok & np.asarray(t + self.horizon * step <= cut)
+        val_rows = ok & np.asarray(t >= cut)
+        if fit_rows.sum() < 50 or val_rows.sum() < 50:
+            raise ValueError("not enough origins for a validation tail (need >= 50 each side)")
+        y_val = d["y_true"][val_rows]
+        preds = {b: d[b][val_rows] for b in BASELINES}
+        self.val_scores_ = {b: float(np.mean(np.abs(y_val - preds[b]))) for b in BASELINES}
+        best_bl = min(BASELINES, key=self.val_scores_.get)
+        bases = {"auto": ["none", best_bl], "residual": [best_bl]}.get(self.base, [self.base])
+        best = None
+        for b in bases:
+            pv = self._model_p50(d, val_rows, self._train(d, fit_rows, b), b)
+            mae = float(np.mean(np.abs(y_val - pv)))
+            if best is None or mae < best[0]:
+                best = (mae, b, pv)
+        self.val_scores_["model"], self.base_, preds["model"] = best
+        self.served_ = ("model" if best[0] < (1 - self.min_gain) * self.val_scores_[best_bl]
+                        else best_bl)
+        self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
+        # conformal quantiles of each predictor's own scale-free validation residuals
+        a = (1 - self.coverage) / 2
+        s = d["scale"][val_rows]
+        self.q_ = {c: [float(np.quantile((y_val - p) / s, a)),
+                       float(np.quantile((y_val - p) / s, 1 - a))] for c, p in preds.items()}
         self.features_ = list(d["X"].columns)
-        self.model_ = self._lgb().fit(d["X"][ok], target[ok])
+        self.model_ = self._train(d, ok, self.base_)
         return self
 
+    def _select_series(self, ids: np.ndarray, y: np.ndarray, preds: dict) -> dict:
+        """Per series, the predictor with the lowest validation MAE (the model unless a
+        baseline beat it there); series without validation rows get `served_`."""
+        if self.select == "global":
+            return {}
+        err = pd.DataFrame({c: np.abs(y - p) for c, p in preds.items()})
+        err["uid"] = ids
+        m = err.groupby("uid")[["model", *BASELINES]].mean()
+        best_bl = m[list(BASELINES)].idxmin(axis=1)
+        keep = m["model"] < (1 - self.min_gain) * m[list(BASELINES)].min(axis=1)
+        return {str(u): ("model" if k else str(b)) for u, k, b in zip(m.index, keep, best_bl)}
+
+    # ---------------------------------------------------------------- predict
     def predict_origins(self, df: pd.DataFrame, start) -> pd.DataFrame:
         """Forecast + baselines at every origin >= start with a complete horizon in `df`."""
         d = self.design(df)
+        d["ses"] = d["ses_all"][self.ses_alpha_]
         t = pd.to_datetime(d["origins"], utc=True)
         rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) &
-                          np.isfinite(d["mean_last_h"]) & np.isfinite(d["last_value"]))
+                          np.isfinite(d["last_value"]))
+        ids = d["ids"][rows]
+        cand = {b: d[b][rows] for b in BASELINES}
+        cand["model"] = self._model_p50(d, rows, self.model_, self.base_)
+        served = np.asarray([self.served_series_.get(str(u), self.served_) for u in ids],
+                            dtype=object)
+        p50, lo, hi = np.zeros(len(ids)), np.zeros(len(ids)), np.zeros(len(ids))
         s = d["scale"][rows]
-        p50 = d[self.base_][rows] + self.lam_ * self.model_.predict(
-            d["X"].loc[rows, self.features_]) * s
-        p50 = np.maximum(p50, 0.0)
+        for c, p in cand.items():
+            m = served == c
+            p50[m] = p[m]
+            lo[m], hi[m] = p[m] + self.q_[c][0] * s[m], p[m] + self.q_[c][1] * s[m]
+        p50 = np.clip(p50, self.y_min, self.y_max_)
         return pd.DataFrame({
-            "unique_id": d["ids"][rows], "origin": d["origins"][rows],
-            "y_true": d["y_true"][rows], "p10": np.maximum(p50 + self.q_lo_ * s, 0.0),
-            "p50": p50, "p90": np.maximum(p50 + self.q_hi_ * s, p50),
-            "last_value": d["last_value"][rows], "mean_last_h": d["mean_last_h"][rows],
-            "ses": d["ses"][self.ses_alpha_][rows]})
+            "unique_id": ids, "origin": d["origins"][rows], "y_true": d["y_true"][rows],
+            "p10": np.minimum(np.clip(lo, self.y_min, self.y_max_), p50), "p50": p50,
+            "p90": np.maximum(np.clip(hi, self.y_min, self.y_max_), p50), "model": served,
+            "model_p50": cand["model"], **{b: cand[b] for b in BASELINES}})
 
+    # ---------------------------------------------------------------- artifacts
     def save(self, path: str | Path) -> None:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         (p / "model.txt").write_text(self.model_.booster_.model_to_string())
         (p / "manifest.json").write_text(json.dumps({
             "schema_version": SCHEMA_VERSION, "horizon": self.horizon, "base": self.base_,
-            "lam": self.lam_,
-            "features": self.features_, "q_lo": self.q_lo_, "q_hi": self.q_hi_,
+            "features": self.features_, "quantiles": self.q_, "coverage": self.coverage,
             "ses_alpha": self.ses_alpha_, "ses_grid": list(self.ses_grid),
+            "served": self.served_, "served_series": self.served_series_,
+            "val_scores": self.val_scores_, "select": self.select,
+            "time_of_day": self.time_of_day, "y_min": self.y_min, "y_max": self.y_max_,
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_}, indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> "UsageForecaster":
         p = Path(path)
-        man = read_manifest(p, SCHEMA_VERSION, "usage model")
-        m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]))
-        m.features_, m.q_lo_, m.q_hi_ = man["features"], man["q_lo"], man["q_hi"]
-        m.ses_alpha_, m.base_, m.lam_ = man["ses_alpha"], man["base"], man["lam"]
+        man = read_manifest(p, SCHEMA_VERSION, "usage model (retrain it with this version)")
+        m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]),
+                coverage=man["coverage"], select=man["select"],
+                time_of_day=man["time_of_day"], y_min=man["y_min"], y_max=man["y_max"])
+        m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
+        m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
+        m.served_, m.served_series_ = man["served"], man["served_series"]
+        m.val_scores_ = man["val_scores"]
         m.phases_, m.ph_typ_ = man["phases"], man["phase_typical_bins"]
         m.model_ = _Booster(lgb.Booster(model_file=str(p / "model.txt")))
         return m

@@ -1,9 +1,7 @@
 """Pull history from a metric source into the Parquet cache of tidy tables."""
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -13,6 +11,7 @@ import pandas as pd
 
 from features import schema
 from features.catalog import DEFAULT_GPU_METRICS, LabelConfig, gpu_metric
+from features.ingest_store import atomic_parquet, partition_files, read_partitioned_samples
 from features.prometheus import PrometheusSource
 from features.telemetry import (gpu_samples_from_frame, pods_from_source,
                                 queue_samples_from_source)
@@ -102,14 +101,7 @@ def write_tables(out_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[s
     written = {}
     for name, df in tables.items():
         target = out / TABLE_FILES.get(name, f"{name}.parquet")
-        fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{target.name}.", suffix=".tmp")
-        os.close(fd)
-        try:
-            df.to_parquet(tmp, index=False)
-            os.replace(tmp, target)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        atomic_parquet(df, target)
         written[name] = target
     return written
 
@@ -122,9 +114,12 @@ def read_tables(data_dir: str | Path) -> dict[str, pd.DataFrame]:
     contracts = {"samples": schema.GPU_SAMPLE_COLUMNS, "pods": schema.POD_COLUMNS,
                  "queues": schema.QUEUE_SAMPLE_COLUMNS}
     tables = {}
+    if partition_files(data):  # `foresight ingest` writes samples by day and metric
+        tables["samples"] = schema.conform(read_partitioned_samples(data),
+                                           schema.GPU_SAMPLE_COLUMNS)
     for name, cols in contracts.items():
         path = data / TABLE_FILES[name]
-        if path.exists():
+        if path.exists() and name not in tables:
             try:
                 tables[name] = schema.conform(pd.read_parquet(path), cols)
             except (OSError, ValueError) as exc:

@@ -140,3 +140,30 @@ def test_solo_fingerprint_table_from_the_generator():
     got = pairs.groupby("a_workload")["a_dram_active"].median()
     rel = (got / by.reindex(got.index)).to_numpy()
     assert np.all(np.abs(rel - 1) < 0.25) and not np.allclose(rel, 1, atol=1e-6)
+
+
+GOLDEN = Path(__file__).parent / "fixtures" / "pairs"
+
+
+def test_build_pair_table_matches_the_reference_output_on_a_simulated_cluster():
+    """The vectorized builder gives the rows of the per-episode builder it replaced (git
+    b9ce7c1, tests/fixtures/pairs/*.csv.gz written by it on this same simulated history)."""
+    from training import sources
+
+    h = sources.synthetic(seed=5, days=1.5, nodes=4, step_s=60)
+    pairs, eps = build_pair_table(h.samples, h.pods, gpu_sharing=h.gpu_sharing or None,
+                                  gpu_model=h.gpu_model)
+    want = pd.read_csv(GOLDEN / "golden_pairs_seed5.csv.gz")
+    want_eps = pd.read_csv(GOLDEN / "golden_episodes_seed5.csv.gz")
+    assert list(pairs.columns) == list(want.columns)
+    assert len(pairs) == len(want) == 462
+    for c in want.columns:
+        if want[c].dtype == object:
+            assert (pairs[c].fillna("").astype(str) == want[c].fillna("").astype(str)).all(), c
+        else:
+            np.testing.assert_allclose(pairs[c].to_numpy(float), want[c].to_numpy(float),
+                                       rtol=1e-7, equal_nan=True, err_msg=c)
+    for c in ("a_pod", "b_pod", "sharing", "n_steps"):
+        assert (eps[c].astype(str) == want_eps[c].astype(str)).all(), c
+    for c in ("start", "end"):
+        assert (eps[c] == pd.to_datetime(want_eps[c])).all(), c

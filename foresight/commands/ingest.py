@@ -8,11 +8,13 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 
 from features.catalog import LabelConfig
-from features.ingest import ingest, now_utc, parse_duration, parse_time, write_tables
+from features.ingest import now_utc, parse_duration, parse_time
+from features.ingest_store import SAMPLES_DIR, ingest_to_dir
 from features.openmetrics import backfill
 from features.prometheus import PrometheusSource
 from foresight.errors import ForesightError
@@ -42,7 +44,8 @@ def _read_secret(path: Optional[Path], env: str) -> Optional[str]:
 
 def ingest_cmd(
     prometheus_url: str = typer.Option(..., "--prometheus-url", help="Prometheus, Thanos or Mimir query URL."),
-    out: Path = typer.Option(..., "--out", help="Directory for the Parquet tables."),
+    out: Path = typer.Option(..., "--out", help="Directory for the Parquet tables (samples by "
+                             "day and metric; an interrupted pull resumes in the same directory)."),
     since: str = typer.Option("7d", help="History length before --end, e.g. 6h, 7d."),
     start: Optional[str] = typer.Option(None, help="Start time (RFC 3339 or unix s); overrides --since."),
     end: Optional[str] = typer.Option(None, help="End time (RFC 3339 or unix s); default now."),
@@ -66,27 +69,31 @@ def ingest_cmd(
                               ca_file=str(ca_file) if ca_file else None, insecure=insecure,
                               timeout_s=timeout, retries=retries)
     labels = _labels(label)
-    steps = (len(metric) or 8) + 2
-    with Progress(TextColumn("[bold]{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=console, transient=False) as bar:
-        task = bar.add_task("connecting", total=steps)
+    with Progress(TextColumn("[bold]{task.description:<44}"), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} partitions"),
+                  TextColumn("{task.fields[rows]:>12,} samples"), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=False) as bar:
+        task = bar.add_task("connecting", total=None, rows=0)
 
-        def tick(what: str) -> None:
-            bar.update(task, description=f"reading {what}", advance=0 if what == "connecting" else 1)
+        def tick(done: int, total: int, rows: int, what: str) -> None:
+            bar.update(task, completed=done, total=total, rows=rows, description=what)
 
-        result = ingest(source, start_t, end_t, step_s=step_s, metrics=tuple(metric) or None,
-                        labels=labels, progress=tick)
-        bar.update(task, completed=steps, description="done")
-    paths = write_tables(out, {"samples": result.samples, "pods": result.pods, "queues": result.queues})
-    table = Table(title=f"Ingested {start_t:%Y-%m-%d %H:%M} → {end_t:%Y-%m-%d %H:%M} UTC at {step}")
-    for col in ("table", "rows", "file"):
+        res = ingest_to_dir(source, start_t, end_t, out, step_s=step_s,
+                            metrics=tuple(metric) or None, labels=labels, progress=tick)
+        bar.update(task, description="done")
+    table = Table(title=f"Ingested {res['start']:%Y-%m-%d %H:%M} → {res['end']:%Y-%m-%d %H:%M} "
+                        f"UTC at {step}")
+    for col in ("table", "rows", "where"):
         table.add_column(col)
-    for name, df in (("GPU samples", result.samples), ("pods", result.pods), ("queue samples", result.queues)):
-        key = {"GPU samples": "samples", "pods": "pods", "queue samples": "queues"}[name]
-        table.add_row(name, f"{len(df):,}", str(paths[key]))
+    table.add_row("GPU samples", f"{res['samples']:,}", str(out / SAMPLES_DIR))
+    table.add_row("pods", f"{res['pods']:,}", str(out / "pods.parquet"))
+    table.add_row("queue samples", f"{res['queues']:,}", str(out / "queues.parquet"))
     console.print(table)
-    if result.missing:
-        console.print(f"[yellow]absent metrics (skipped):[/] {', '.join(result.missing)}")
+    console.print(f"{res['partitions']} day x metric partitions: {res['read']} read, "
+                  f"{res['skipped']} already there" +
+                  ("; resumed the interrupted pull" if res["resumed"] else ""))
+    if res["missing"]:
+        console.print(f"[yellow]absent metrics (skipped):[/] {', '.join(res['missing'])}")
 
 
 def backfill_cmd(

@@ -1,0 +1,179 @@
+"""Ingestion into partitioned Parquet, one file per (UTC day, metric), resumable.
+
+Why partitions: a 30-day pull of a 1,000-GPU cluster is hundreds of millions of samples; one
+query window of one metric at a time is what memory ever holds, and each window is written as
+soon as it is read. Why it resumes without loss or duplicates: evaluation times are one grid
+anchored at the pull's start (`start + k * step`), each window takes the grid points in
+[window start, window end), so every sample belongs to exactly one partition; a partition is
+written to a temporary file and renamed (atomic), so after a kill it either exists whole or not
+at all, and a restart skips the ones that exist. `ingest.json` records the pull's parameters:
+a restart with other parameters is refused rather than mixed in.
+
+Layout: DIR/ingest.json, DIR/samples/day=YYYY-MM-DD/<metric>.parquet, DIR/pods.parquet,
+DIR/queues.parquet (the last two written when every partition is in).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Callable
+
+import pandas as pd
+
+from features import schema
+from features.catalog import DEFAULT_GPU_METRICS, LabelConfig, gpu_metric
+from features.telemetry import (gpu_samples_from_frame, pods_from_source,
+                                queue_samples_from_source)
+from foresight.errors import ForesightError, MetricMissing
+
+MANIFEST = "ingest.json"
+SAMPLES_DIR = "samples"
+_DAY = timedelta(days=1)
+
+#: progress(done partitions, total partitions, rows so far, what) after every partition.
+Progress = Callable[[int, int, int, str], None]
+
+
+def partition_path(root: Path, day: str, metric: str) -> Path:
+    return root / SAMPLES_DIR / f"day={day}" / f"{metric}.parquet"
+
+
+def windows(start: datetime, end: datetime, step_s: float) -> list[tuple[str, datetime, datetime]]:
+    """(day, first, last) evaluation times per UTC day on the grid start + k*step, k >= 0,
+    up to `end` inclusive; days without a grid point are left out."""
+    out = []
+    day = datetime(start.year, start.month, start.day, tzinfo=timezone.utc)
+    step = timedelta(seconds=step_s)
+    while day <= end:
+        lo, hi = max(day, start), min(day + _DAY - timedelta(microseconds=1), end)
+        k0 = math.ceil((lo - start) / step)
+        k1 = math.floor((hi - start) / step)
+        if k1 >= k0:
+            out.append((f"{day:%Y-%m-%d}", start + k0 * step, start + k1 * step))
+        day += _DAY
+    return out
+
+
+def atomic_parquet(df: pd.DataFrame, target: Path) -> None:
+    """Temp file + rename: a failed or killed run never leaves a half-written file."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        df.to_parquet(tmp, index=False)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _manifest(start: datetime, end: datetime, step_s: float, metrics: tuple[str, ...],
+              explicit: bool, labels: LabelConfig) -> dict:
+    return {"start": start.isoformat(), "end": end.isoformat(), "step_s": step_s,
+            "metrics": list(metrics), "explicit": explicit,
+            "labels": json.loads(json.dumps(asdict(labels), default=list)), "complete": False}
+
+
+def resume_or_start(root: Path, wanted: dict) -> tuple[dict, bool]:
+    """The manifest to pull under, and whether it resumes an interrupted pull. An interrupted
+    pull of the same step, metrics and labels resumes over its own time range (a `--since`
+    restarted later would otherwise ask for another range)."""
+    path = root / MANIFEST
+    if root.exists() and not root.is_dir():
+        raise ForesightError(f"output {root} exists and is not a directory")
+    if not path.is_file():
+        return wanted, False
+    try:
+        have = json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise ForesightError(f"{path} is not readable: use a new --out") from None
+    same = all(have.get(k) == wanted[k] for k in ("step_s", "metrics", "explicit", "labels"))
+    if have.get("complete"):
+        raise ForesightError(f"{root} already holds a complete ingest ({have['start']} -> "
+                             f"{have['end']}): use a new --out")
+    if not same:
+        raise ForesightError(f"{root} holds an interrupted ingest with other parameters "
+                             f"(step {have.get('step_s')} s, metrics {have.get('metrics')}): "
+                             "rerun it with those, or use a new --out")
+    return have, True
+
+
+def ingest_to_dir(source, start: datetime, end: datetime, out: str | Path, *,
+                  step_s: float = 30.0, metrics: tuple[str, ...] | None = None,
+                  labels: LabelConfig | None = None, progress: Progress | None = None
+                  ) -> dict:
+    """Pull GPU samples partition by partition into `out`, then pods and queues.
+
+    Returns a summary: rows per table, partitions read and skipped, missing metrics, whether
+    it resumed. Explicitly named metrics must exist; from the default set, absent ones are
+    listed (profiling metrics are often disabled) and only "none at all" is an error."""
+    labels = labels or LabelConfig()
+    if end <= start:
+        raise ForesightError(f"empty time range: start {start.isoformat()} is not before "
+                             f"end {end.isoformat()}")
+    explicit = metrics is not None
+    names = tuple(metrics) if explicit else DEFAULT_GPU_METRICS
+    for name in names:
+        gpu_metric(name)
+    root = Path(out)
+    # whole seconds: the grid the API client sends (it rounds times to seconds) is this one
+    start, end = start.replace(microsecond=0), end.replace(microsecond=0)
+    man, resumed = resume_or_start(root, _manifest(start, end, step_s, names, explicit, labels))
+    start, end = datetime.fromisoformat(man["start"]), datetime.fromisoformat(man["end"])
+    source.check()
+    if explicit and not resumed:
+        for name in names:  # before writing anything: a typo is an error, not empty days
+            source.require(name, start, end)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / MANIFEST).write_text(json.dumps(man, indent=1))
+    parts = [(d, lo, hi, n) for d, lo, hi in windows(start, end, step_s) for n in names]
+    rows, read, skipped, seen = 0, 0, 0, {n: False for n in names}
+    for i, (day, lo, hi, name) in enumerate(parts):
+        target = partition_path(root, day, name)
+        if target.is_file():
+            skipped += 1
+            got = pd.read_parquet(target, columns=["value"])
+        else:
+            # end just past the window's last grid point: Prometheus evaluates lo + k*step <= end
+            df = source.query_range(name, lo, hi + timedelta(microseconds=1), step_s)
+            got = gpu_samples_from_frame(df, name, labels) if not df.empty else \
+                schema.conform(pd.DataFrame(), schema.GPU_SAMPLE_COLUMNS)
+            atomic_parquet(got, target)
+            read += 1
+        rows += len(got)
+        seen[name] |= len(got) > 0
+        if progress:
+            progress(i + 1, len(parts), rows, f"{day} {name}")
+    missing = [n for n, ok in seen.items() if not ok]
+    if len(missing) == len(names):
+        raise MetricMissing(f"none of the GPU metrics {', '.join(names)} has samples between "
+                            f"{start.isoformat()} and {end.isoformat()} at {source.url}: "
+                            "is dcgm-exporter scraped?")
+    pods = pods_from_source(source, start, end, labels)
+    queues = queue_samples_from_source(source, start, end, max(step_s, 60.0), labels)
+    atomic_parquet(pods, root / "pods.parquet")
+    atomic_parquet(queues, root / "queues.parquet")
+    man["complete"] = True
+    (root / MANIFEST).write_text(json.dumps(man, indent=1))
+    return {"samples": rows, "pods": len(pods), "queues": len(queues), "partitions": len(parts),
+            "read": read, "skipped": skipped, "missing": missing, "resumed": resumed,
+            "start": start, "end": end}
+
+
+def partition_files(root: str | Path) -> list[Path]:
+    return sorted((Path(root) / SAMPLES_DIR).glob("day=*/*.parquet"))
+
+
+def read_partitioned_samples(root: str | Path, metrics: set[str] | None = None) -> pd.DataFrame:
+    """Every partition's samples (or those of `metrics`), in day then metric order."""
+    files = [f for f in partition_files(root) if metrics is None or f.stem in metrics]
+    frames = [pd.read_parquet(f) for f in files]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return schema.conform(pd.DataFrame(), schema.GPU_SAMPLE_COLUMNS)
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,293 @@
+"""The interference pair table built from telemetry: co-location episodes, speeds, solo features.
+
+Why integer codes throughout: at tens of millions of samples, strings and Timestamps cost most
+of the time in pandas merges and multi-key group-bys. Every sample gets a step code (its index
+in the sorted unique timestamps), a pod code and a GPU code, and each question is asked of one
+int64 composite (step x pod, step x GPU, ...): a hash group-by or a sorted lookup. Pod codes
+follow the order of the "namespace/pod" names, so which pod is side `a` (the smaller name) and
+the row order are those of the per-episode builder this replaced (git b9ce7c1; a test compares).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+#: dcgm-exporter metric -> (solo feature, scale applied to the sample value).
+TELEMETRY_FEATURES = {
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0), "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 1.0),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy", 1.0),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active", 1.0),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 1.0),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_copy_util", 1.0),
+    "DCGM_FI_DEV_FB_USED": ("fb_used_mib", 1.0),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_mbps", 1e-6),  # bytes/s -> MB/s
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_mbps", 1e-6),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+}
+PROGRESS_METRIC = "foresight_app_iterations_total"
+#: Sharing modes coded in string order (the sort order of the steps table).
+SHARING_ORDER = ("mps", "node", "timeslice")
+
+
+def build_pair_table(samples: pd.DataFrame, pods: pd.DataFrame, *,
+                     gpu_sharing: dict[str, str] | None = None, gpu_model: str | None = None,
+                     progress_metric: str = PROGRESS_METRIC, min_steps: int = 4,
+                     ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pair table from GPU samples and pods (features.schema tables).
+
+    An episode is a maximal run of sample steps in which two pods shared a GPU (and nothing
+    else ran on it) or ran on different GPUs of one node while each was alone on its GPU.
+    Speed of a side = steady rate of its progress counter during the episode over its solo
+    steady rate while alone on its GPU (see _steady_rates; the workload's median solo rate
+    when the pod never ran alone). Pods without a progress counter get NaN speed.
+    Solo features = 75th percentile of each metric over the pod's busy steps alone on its GPU
+    (busy: SM activity at least half its own 90th percentile); the workload's median when the
+    pod never ran alone. `gpu_sharing` maps node -> 'timeslice' | 'mps' (cluster config, the
+    device plugin's sharing strategy; default timeslice). Returns (pairs, episodes) with the
+    same index; `episodes` names pods, start, end and step count of each row.
+    """
+    s = samples[samples["pod"].astype(str) != ""]
+    ts_dtype = s["ts"].dtype
+    c = _Codes.of(s)
+    feats = _solo_features(c, s["value"].to_numpy(dtype=float))
+    rate = _progress_rates(c, s["value"].to_numpy(dtype=float), progress_metric)
+    ref = _solo_rates(rate, c)
+    wl = pods.assign(key=pods["namespace"].astype(str) + "/" + pods["pod"].astype(str)
+                     ).drop_duplicates("key").set_index("key")["workload"].astype(str)
+    ref = _fill_by_workload(ref.to_frame("ref"), wl)["ref"]
+    feats = _fill_by_workload(feats, wl)
+
+    st = _colocation_steps(c, gpu_sharing or {})
+    t = c.ts_all[st["step"]]
+    grp = np.stack([st["a"], st["b"], st["mode"]])
+    new = np.r_[True, (grp[:, 1:] != grp[:, :-1]).any(0) | (np.diff(t) > 1.5 * c.step)]
+    ep = np.cumsum(new) - 1
+    size = np.bincount(ep)
+    keep = size[ep] >= min_steps
+    if not keep.any():
+        return pd.DataFrame(), pd.DataFrame()
+    first = np.flatnonzero(new & keep)  # episodes are contiguous runs of rows
+    last = np.flatnonzero(np.r_[new[1:], True] & keep)
+    a, b = c.names[st["a"][first]], c.names[st["b"][first]]
+    mode = np.asarray(SHARING_ORDER)[st["mode"][first]]
+    cols: dict[str, object] = {"a_workload": wl.reindex(a).fillna("").to_numpy(),
+                               "b_workload": wl.reindex(b).fillna("").to_numpy(),
+                               "sharing": mode}
+    speeds = _episode_speeds(st, ep, keep, rate, ref, c, min_steps)
+    n_gpus = c.gpus_per_pod()
+    for side, k in (("a", a), ("b", b)):
+        cols[f"{side}_speed"] = speeds[side].reindex(ep[first]).to_numpy()
+        f = feats.reindex(k)
+        for col in feats.columns:
+            cols[f"{side}_{col}"] = f[col].to_numpy()
+        cols[f"{side}_gpu_count"] = n_gpus.reindex(k).to_numpy(dtype=float)
+    if gpu_model:
+        cols["gpu_model"] = gpu_model
+    meta = pd.DataFrame({"a_pod": a, "b_pod": b, "sharing": mode,
+                         "start": _as_ts(t[first], ts_dtype),
+                         "end": _as_ts(t[last] + c.step, ts_dtype),
+                         "n_steps": size[ep[first]]})
+    return pd.DataFrame(cols), meta
+
+
+class _Codes:
+    """Integer codes of every sample row: step, pod, GPU, node, metric."""
+
+    @classmethod
+    def of(cls, s: pd.DataFrame) -> "_Codes":
+        c = cls()
+        ns = pd.to_datetime(s["ts"], utc=True).dt.as_unit("ns").astype("int64").to_numpy()
+        c.ts_all = np.unique(ns)
+        c.step = int(np.median(np.diff(c.ts_all))) if len(c.ts_all) > 1 else int(30e9)
+        c.t = np.searchsorted(c.ts_all, ns).astype(np.int64)
+        c.key, c.names = _pod_codes(s)
+        c.gpu, gpu_names = pd.factorize(_text(s["uuid"]))
+        node, c.node_names = pd.factorize(_text(s["node"]))
+        c.node_of_gpu = np.zeros(len(gpu_names), dtype=np.int64)
+        c.node_of_gpu[c.gpu] = node  # a GPU sits in one node
+        c.metric, c.metric_names = pd.factorize(_text(s["metric"]))
+        c.K, c.G = max(len(c.names), 1), max(len(gpu_names), 1)
+        # one row per (step, pod, GPU): who was on which GPU at each step
+        att = pd.unique((c.t * c.K + c.key) * c.G + c.gpu)
+        c.att_tk, c.att_gpu = att // c.G, att % c.G
+        tg = c.att_tk // c.K * c.G + c.att_gpu
+        _, inv, cnt = np.unique(tg, return_inverse=True, return_counts=True)
+        c.att_n = cnt[inv]  # pods on that GPU at that step
+        worst = pd.Series(c.att_n).groupby(c.att_tk).max()
+        c.alone_tk = np.sort(worst.index.to_numpy()[worst.to_numpy() == 1])
+        return c
+
+    def is_alone(self, tk: np.ndarray) -> np.ndarray:
+        """Whether pod-step `tk` (step * K + pod) had every GPU of the pod to itself."""
+        return _member(self.alone_tk, tk)
+
+    def gpus_per_pod(self) -> pd.Series:
+        n = pd.Series(self.att_gpu).groupby(self.att_tk % self.K).nunique()
+        return pd.Series(n.to_numpy(), index=self.names[n.index.to_numpy()])
+
+
+def _text(col: pd.Series) -> pd.Series:
+    """The column as strings, without a copy when it already holds them."""
+    if isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)) or col.dtype == object:
+        return col
+    return col.astype(str)
+
+
+def _member(sorted_ids: np.ndarray, x: np.ndarray) -> np.ndarray:
+    if len(sorted_ids) == 0:
+        return np.zeros(len(x), dtype=bool)
+    i = np.minimum(np.searchsorted(sorted_ids, x), len(sorted_ids) - 1)
+    return sorted_ids[i] == x
+
+
+def _pod_codes(s: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the code of "namespace/pod" in string order, and the names by code."""
+    ns_c, ns_u = pd.factorize(_text(s["namespace"]))
+    pod_c, pod_u = pd.factorize(_text(s["pod"]))
+    n = max(len(pod_u), 1)
+    pair_c, pair_u = pd.factorize(ns_c.astype(np.int64) * n + pod_c)
+    names = np.asarray([f"{ns_u[v // n]}/{pod_u[v % n]}" for v in pair_u], dtype=object)
+    order = np.argsort(names, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[pair_c], names[order]
+
+
+def _as_ts(ns: np.ndarray, dtype) -> pd.Series:
+    out = pd.to_datetime(ns.astype("int64"), utc=isinstance(dtype, pd.DatetimeTZDtype))
+    return out.tz_convert(dtype.tz) if isinstance(dtype, pd.DatetimeTZDtype) else out
+
+
+def _colocation_steps(c: _Codes, sharing: dict[str, str]) -> dict[str, np.ndarray]:
+    """step, pod a < pod b, sharing code for every step two pods were alone together on one
+    GPU, or each alone on its own GPU of one node; sorted into episodes' order."""
+    code = {m: i for i, m in enumerate(SHARING_ORDER)}
+    node_mode = np.asarray([code.get(sharing.get(n, "timeslice"), code["timeslice"])
+                            for n in c.node_names] or [code["timeslice"]], dtype=np.int64)
+    # two pods on one GPU: exactly two rows per (step, GPU); pair them after sorting
+    two = np.flatnonzero(c.att_n == 2)
+    tg = c.att_tk[two] // c.K * c.G + c.att_gpu[two]
+    o = two[np.argsort(tg, kind="stable")]
+    p, q = o[0::2], o[1::2]
+    k1, k2 = c.att_tk[p] % c.K, c.att_tk[q] % c.K
+    g_step, g_a, g_b = c.att_tk[p] // c.K, np.minimum(k1, k2), np.maximum(k1, k2)
+    g_mode = node_mode[c.node_of_gpu[c.att_gpu[p]]]
+    # each alone on its own GPU of one node: every pair of such pods per (step, node)
+    solo = c.is_alone(c.att_tk)
+    N = max(len(c.node_names), 1)
+    tn = c.att_tk[solo] // c.K * N + c.node_of_gpu[c.att_gpu[solo]]
+    d = pd.DataFrame({"tn": tn, "key": c.att_tk[solo] % c.K}).drop_duplicates()
+    m = d.merge(d, on="tn", suffixes=("_a", "_b"))
+    m = m[m["key_a"] < m["key_b"]]
+    n_step = m["tn"].to_numpy() // N
+    step = np.r_[g_step, n_step]
+    a, b = np.r_[g_a, m["key_a"].to_numpy()], np.r_[g_b, m["key_b"].to_numpy()]
+    mode = np.r_[g_mode, np.full(len(m), code["node"])]
+    # a pair listed both ways at one step keeps its first row (GPU sharing before node)
+    _, first = np.unique((step * c.K + a) * c.K + b, return_index=True)
+    first = np.sort(first)
+    step, a, b, mode = step[first], a[first], b[first], mode[first]
+    order = np.lexsort((step, mode, b, a))
+    return {"step": step[order], "a": a[order], "b": b[order], "mode": mode[order]}
+
+
+def _solo_features(c: _Codes, value: np.ndarray) -> pd.DataFrame:
+    """Per pod, the 75th percentile of each metric over its busy steps alone on its GPUs."""
+    wanted = [i for i, n in enumerate(c.metric_names) if n in TELEMETRY_FEATURES]
+    tk = c.t * c.K + c.key
+    rows = np.isin(c.metric, wanted) & c.is_alone(tk)
+    M = max(len(c.metric_names), 1)
+    # per (pod, step, metric): mean over the pod's GPUs, i.e. a per-GPU value
+    per = pd.Series(value[rows]).groupby(tk[rows] * M + c.metric[rows], sort=False).mean()
+    per = per.sort_index()
+    fid = per.index.to_numpy()
+    uniq, row = np.unique(fid // M, return_inverse=True)
+    present = sorted(set((fid % M).tolist()))
+    col_of = {m: j for j, m in enumerate(present)}
+    w = np.full((len(uniq), len(present)), np.nan)
+    w[row, [col_of[m] for m in (fid % M).tolist()]] = per.to_numpy()
+    names = [TELEMETRY_FEATURES[c.metric_names[m]][0] for m in present]
+    scale = np.asarray([TELEMETRY_FEATURES[c.metric_names[m]][1] for m in present])
+    wide = pd.DataFrame(w * scale, columns=names)
+    # the old pivot's column order: metric names sorted as strings
+    wide = wide[[TELEMETRY_FEATURES[n][0] for n in sorted(c.metric_names[present])]]
+    key = uniq % c.K
+    if "sm_active" in wide:
+        hi = wide["sm_active"].groupby(key).transform("quantile", 0.9).to_numpy()
+        busy = (wide["sm_active"] >= 0.5 * hi).to_numpy()
+        wide, key = wide[busy], key[busy]
+    feats = wide.groupby(key).quantile(0.75)
+    feats.index = c.names[feats.index.to_numpy()]
+    return feats
+
+
+def _progress_rates(c: _Codes, value: np.ndarray, metric: str) -> pd.DataFrame:
+    hit = np.flatnonzero(np.asarray(c.metric_names) == metric)
+    rows = np.flatnonzero(c.metric == hit[0]) if len(hit) else np.array([], dtype=np.int64)
+    tk = c.key[rows] * len(c.ts_all) + c.t[rows]  # pod-major: sorted = by pod, then time
+    o = np.argsort(tk, kind="stable")
+    tk, v = tk[o], value[rows][o]
+    dup = np.r_[False, tk[1:] == tk[:-1]]
+    tk, v = tk[~dup], v[~dup]
+    k, t = tk // len(c.ts_all), tk % len(c.ts_all)
+    same = np.r_[False, k[1:] == k[:-1]]
+    dt = np.where(same, np.r_[0, np.diff(c.ts_all[t])] / 1e9, np.nan)
+    dv = np.where(same, np.r_[0.0, np.diff(v)], np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = np.where(dv >= 0, dv / dt, np.nan)  # a reset is not progress
+    ok = np.isfinite(rate)
+    return pd.DataFrame({"key": k[ok], "step": t[ok], "rate": rate[ok], "dv": dv[ok],
+                         "dt": dt[ok]})
+
+
+def _steady_rates(r: pd.DataFrame, by: np.ndarray) -> pd.Series:
+    """Iterations / seconds over the steps of steady progress, per group: a counter that
+    counts whole iterations is coarse per step, so rates are pooled; steps below half the
+    typical rate straddle a phase change (checkpoint, eval) and are left out."""
+    typical = r["rate"].groupby(by).transform("quantile", 0.75).to_numpy()
+    keep = r["rate"].to_numpy() >= 0.5 * typical
+    sums = r[["dv", "dt"]][keep].groupby(by[keep]).sum()
+    return (sums["dv"] / sums["dt"]).where(sums["dt"] > 0)
+
+
+def _solo_rates(rate: pd.DataFrame, c: _Codes) -> pd.Series:
+    tk = rate["step"].to_numpy() * c.K + rate["key"].to_numpy()
+    r = rate[c.is_alone(tk) & (rate["rate"].to_numpy() > 0)]
+    key = r["key"].to_numpy()
+    cnt = r["rate"].groupby(key).count()
+    ref = _steady_rates(r, key)[cnt >= 5]
+    return pd.Series(ref.to_numpy(), index=c.names[ref.index.to_numpy()])
+
+
+def _fill_by_workload(df: pd.DataFrame, wl: pd.Series) -> pd.DataFrame:
+    """Pods lacking a value take their workload's median (a job template's typical value)."""
+    out = df.reindex(wl.index.union(df.index))
+    by = out.groupby(wl.reindex(out.index).fillna("")).transform("median")
+    return out.fillna(by)
+
+
+def _episode_speeds(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFrame,
+                    ref: pd.Series, c: _Codes, min_steps: int) -> dict[str, pd.Series]:
+    """Per side, episode -> steady rate during the episode over the pod's solo rate."""
+    # the rate at an episode's first step covers the interval before the episode began
+    inner = keep & np.r_[False, ep[1:] == ep[:-1]]
+    rid = rate["key"].to_numpy() * len(c.ts_all) + rate["step"].to_numpy()  # sorted, unique
+    out = {}
+    for side in ("a", "b"):
+        k = st[side][inner]
+        want = k * len(c.ts_all) + st["step"][inner]
+        i = np.minimum(np.searchsorted(rid, want), max(len(rid) - 1, 0))
+        hit = (rid[i] == want) if len(rid) else np.zeros(len(want), dtype=bool)
+        r = rate.iloc[i[hit]].reset_index(drop=True)
+        e, kk = ep[inner][hit], k[hit]
+        pos = r["rate"].to_numpy() > 0
+        r, e, kk = r[pos], e[pos], kk[pos]
+        cnt = pd.Series(e).value_counts()
+        steady = _steady_rates(r, e)
+        pod = pd.Series(kk).groupby(e).first()
+        base = ref.reindex(c.names[pod.to_numpy()]).to_numpy()
+        sp = pd.Series(np.clip(steady.reindex(pod.index).to_numpy() / base, 1e-3, 2.0),
+                       index=pod.index)
+        out[side] = sp[(cnt.reindex(pod.index) >= max(2, min_steps // 2)).to_numpy()
+                       & np.isfinite(base)]
+    return out

@@ -97,12 +97,13 @@ class ShapeMix:
 
     def access(self, node_models: Sequence[str]) -> np.ndarray:
         """(N, K) bool: shape k may use node n's GPU model."""
-        node_models = list(node_models)
-        out = np.ones((len(node_models), len(self)), dtype=bool)
+        # per distinct model, then gathered: a cluster has a handful of models and many nodes
+        uniq, inv = np.unique(np.asarray(list(node_models), dtype=str), return_inverse=True)
+        table = np.ones((len(uniq), len(self)), dtype=bool)
         for k, allowed in enumerate(self.models):
             if allowed is not None:
-                out[:, k] = [m in allowed for m in node_models]
-        return out
+                table[:, k] = [m in allowed for m in uniq.tolist()]
+        return table[inv.ravel()]
 
 
 def _spec_key(spec: object) -> str:

@@ -1,0 +1,73 @@
+"""Issue 13 policy rules: where FGD puts CPU-only pods among its ties, and Foresight's reserve
+cost for GPU models that constrained demand needs."""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.replay.cluster import Cluster
+from simulator.replay.data import Nodes, Pods
+from simulator.replay.policies import FGD, FGDRandomTie, Foresight, Pod
+
+
+def _nodes(models: list[str], gpus: int = 2) -> Nodes:
+    n = len(models)
+    return Nodes(np.array([f"n{i}" for i in range(n)]), np.full(n, 64000), np.full(n, 256000),
+                 np.full(n, gpus), np.array(models))
+
+
+def _trace(specs: list[str]) -> Pods:
+    n = len(specs)
+    return Pods(np.full(n, 4000), np.full(n, 1024), np.ones(n, np.int64),
+                np.full(n, 1000), np.array(specs, dtype=object))
+
+
+def _pick(pol, cluster: Cluster, pod: Pod) -> np.ndarray:
+    ok, slots = cluster.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
+    node, _ = pol.score(pod, ok, slots)
+    return np.flatnonzero(node == node[ok].max())
+
+
+def test_fgd_puts_a_cpu_only_pod_where_fewest_gpus_are_free_among_its_ties():
+    cluster = Cluster(_nodes(["A"] * 3))
+    cluster.place(0, 0, 8000, 0, 2, 1000)  # n0: both GPUs taken
+    cluster.place(1, 0, 8000, 0, 1, 1000)  # n1: one of two
+    trace = _trace([""] * 10)
+    cpu_pod = Pod(4000, 1024, 0, 0, "")
+    fgd, rnd = FGD(), FGDRandomTie()
+    for pol in (fgd, rnd):
+        pol.reset(cluster, trace)
+    assert list(_pick(fgd, cluster, cpu_pod)) == [0]
+    assert list(_pick(rnd, cluster, cpu_pod)) == [0, 1, 2]  # the old port: a three-way tie
+    # a GPU pod is still placed by FGD's measure alone (the tie-break is for CPU-only pods)
+    gpu_pod = Pod(4000, 1024, 1, 1000, "")
+    assert list(_pick(fgd, cluster, gpu_pod)) == list(_pick(rnd, cluster, gpu_pod))
+
+
+def test_foresight_keeps_unconstrained_pods_off_models_that_constrained_demand_needs():
+    def scores(seen_spec: str, pod_spec: str, weight: float = 1.0) -> np.ndarray:
+        cluster = Cluster(_nodes(["T4", "G2"]))
+        pol = Foresight()
+        pol.reserve_weight = weight
+        pol.reset(cluster, _trace([]))
+        for _ in range(40):  # arrivals: half of them may use T4 only (or nothing in particular)
+            pol.observe(Pod(4000, 1024, 1, 1000, seen_spec))
+            pol.observe(Pod(4000, 1024, 1, 1000, ""))
+        pod = Pod(4000, 1024, 1, 1000, pod_spec)
+        ok, slots = cluster.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
+        return pol.score(pod, ok, slots)[0]
+
+    free = scores("", "")
+    assert free[0] == free[1]  # nothing constrained: the two nodes are alike
+    s, measure_only = scores("T4", ""), scores("T4", "", weight=0.0)
+    # FGD's measure already prefers G2 (T4-only shapes see G2's GPUs as fragments); the reserve
+    # cost adds what taking a T4 that T4-only demand needs is worth
+    assert measure_only[0] < measure_only[1]
+    assert s[1] - s[0] > measure_only[1] - measure_only[0] + 100
+    cost = Foresight.reserve_cost  # and a T4-only pod pays no reserve cost on T4
+    pol = Foresight()
+    pol.reset(Cluster(_nodes(["T4", "G2"])), _trace([]))
+    for _ in range(40):
+        pol.observe(Pod(4000, 1024, 1, 1000, "T4"))
+    assert np.all(cost(pol, Pod(4000, 1024, 1, 1000, "T4")) == 0)
+    assert cost(pol, Pod(4000, 1024, 1, 1000, ""))[0] > 0
+    assert cost(pol, Pod(4000, 1024, 1, 1000, ""))[1] == 0

@@ -85,11 +85,13 @@ def _rows(model: Any, s: pd.DataFrame) -> list[dict]:
         out = model.predict(s)
     except (KeyError, ValueError, TypeError) as exc:
         raise ValueError(f"series: cannot forecast from it ({str(exc)[:160]})") from None
-    out = out.fillna(0.0)
+    # a version published before per-series fallback has no `model` column: the model served
+    who = out["model"] if "model" in out else pd.Series("model", index=out.index)
+    out = out.drop(columns=[c for c in ("model",) if c in out]).fillna(0.0)
     return [{"queue": str(q), "origin": pd.Timestamp(o).isoformat(), "p10": float(a),
-             "p50": float(b), "p90": float(c)}
-            for q, o, a, b, c in zip(out["unique_id"], out["origin"], out["p10"], out["p50"],
-                                     out["p90"])]
+             "p50": float(b), "p90": float(c), "model": str(m)}
+            for q, o, a, b, c, m in zip(out["unique_id"], out["origin"], out["p10"], out["p50"],
+                                        out["p90"], who)]
 
 
 def _published_mix(loaded: Any, queue: str | None) -> tuple[list[dict] | None, str]:

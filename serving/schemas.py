@@ -110,6 +110,10 @@ class QueueForecast(BaseModel):
     p10: float
     p50: float
     p90: float
+    model: str = Field("model", description="the predictor behind p50: `model` (the fitted "
+                       "forecaster) or the baseline it fell back to for this queue because the "
+                       "model did not beat it on validation (`persistence`, `snaive_day`, "
+                       "`snaive_week`)")
 
 
 class ShapeShare(BaseModel):

@@ -92,6 +92,7 @@ def _run(args: list[str]) -> int:
     ("unique_id,ds\nq,2026-01-01\n", [], "missing column"),
     ("unique_id,ds,y\nq,2026-01-01,abc\n", [], "non-numeric"),
     ("unique_id,ds,y\nq,notadate,1\n", [], "not parsable"),
+    (None, ["--target", "magic"], "bad --target"),
     (None, ["--test-start", "2030-01-01"], "outside the data"),
     (None, ["--freq", "ten"], "bad frequency"),
     (None, ["--horizon", "7min"], "bad horizon"),
@@ -119,13 +120,16 @@ def test_cli_backtest_and_forecast(tmp_path, capsys):
     assert _run(["backtest", "--series", str(path), "--test-start", "2026-01-13",
                  "--out", str(out), "--val-bins", "288", "--no-ets"]) == 0
     pred = pd.read_csv(out)
-    assert list(pred.columns[:6]) == ["unique_id", "origin", "y_true", "p10", "p50", "p90"]
+    assert list(pred.columns[:7]) == ["unique_id", "origin", "y_true", "p10", "p50", "p90", "model"]
+    assert set(pred["model"]) <= {"model", "persistence", "snaive_day", "snaive_week"}
     assert {"persistence", "snaive_day", "snaive_week"} <= set(pred.columns)
     assert out.with_suffix(".png").stat().st_size > 1000
     text = capsys.readouterr().out
-    assert "MASE" in text and "persistence" in text
-    assert _run(["forecast", "--series", str(path), "--horizon", "1h", "--val-bins", "288"]) == 0
-    assert "big" in capsys.readouterr().out
+    assert "MASE" in text and "persistence" in text and "served per series" in text
+    assert _run(["forecast", "--series", str(path), "--horizon", "1h", "--val-bins", "288",
+                 "--target", "ratio"]) == 0
+    text = capsys.readouterr().out
+    assert "big" in text and "model" in text
 
 
 def test_builders_from_pods():
@@ -159,3 +163,40 @@ def test_helios_series_is_demand_not_quota():
     first = df[df["unique_id"] == sorted(vcs.glob("*.csv"))[0].stem]["y"].iloc[0]
     assert first == pytest.approx((raw["running_gpu_num"] + raw["pending_gpu_num"]).mean())
     assert df.groupby("unique_id").size().min() == 31 * 144
+
+
+def test_fallback_is_per_series_and_named():
+    """A series that repeats every day exactly: no model beats seasonal naive (MAE 0) on
+    validation, so that series is served by `snaive_day`, named in every output; the noisy
+    series keeps the model."""
+    df = flows(days=12)
+    ds = df.loc[df["unique_id"] == "big", "ds"]
+    tod = (ds.dt.hour * 6 + ds.dt.minute // 10).to_numpy()
+    periodic = pd.DataFrame({"unique_id": "periodic", "ds": ds, "y": (tod % 7 == 0) * 5.0})
+    df = pd.concat([df, periodic], ignore_index=True)
+    T = df["ds"].min() + pd.Timedelta("10D")
+    pred, met, model = backtest(df, "10min", 6, T, agg="sum", with_ets=False, **FAST)
+    assert model.served("periodic") == "snaive_day"
+    assert model.served("big") == "model"
+    assert model.val_scores_["periodic"]["snaive_day"] == 0.0 < model.val_scores_["periodic"]["model"]
+    per = pred[pred["unique_id"] == "periodic"]
+    assert (per["model"] == "snaive_day").all() and (pred.loc[pred["unique_id"] == "big", "model"] == "model").all()
+    np.testing.assert_allclose(per["p50"], per["snaive_day"])
+    assert np.abs(per["p50"] - per["y_true"]).max() == 0.0
+    nxt = model.predict(df)
+    assert nxt.set_index("unique_id").loc["periodic", "model"] == "snaive_day"
+
+
+@pytest.mark.parametrize("target", ["residual", "ratio"])
+def test_targets_roundtrip_and_beat_persistence(tmp_path, target):
+    df = flows(days=12)
+    T = df["ds"].min() + pd.Timedelta("10D")
+    kw = dict(target=target, unit_scale=target == "residual", level_floor=0.1)
+    pred, met, model = backtest(df, "10min", 6, T, agg="sum", with_ets=False, **FAST, **kw)
+    m = met.set_index("method")
+    assert m.loc["model", "MAE"] < 0.9 * m.loc["persistence", "MAE"]
+    assert 0.65 < m.loc["model", "coverage_p10_p90"] < 0.95
+    model.save(tmp_path / "m")
+    back = DemandForecaster.load(tmp_path / "m")
+    pd.testing.assert_frame_equal(model.predict(df), back.predict(df))
+    assert back.target == target and back.served_ == model.served_

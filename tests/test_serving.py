@@ -212,6 +212,28 @@ def test_demand_from_a_posted_series_and_from_the_server_file(registry, tmp_path
     assert c2.get("/v1/demand", params={"queue": "zzz"}).json()["error"].startswith("queue")
 
 
+def test_demand_names_the_predictor_of_each_queue(registry):
+    """Per queue the response says which predictor made p50: the model, or the baseline it
+    fell back to on validation, and then p50 is that baseline's value."""
+    ds = pd.date_range("2026-01-01", periods=72, freq="1h")
+    rows = [{"unique_id": q, "ds": d.isoformat(), "y": float((i % 24) * k)}
+            for q, k in (("dev", 1.0), ("research", 0.3)) for i, d in enumerate(ds)]
+    client, store = _client(registry)
+    model = store.get("demand").model
+    published = dict(model.served_)
+    for q, f in ((f["queue"], f) for f in client.post("/v1/demand", json={"series": rows}).json()["forecasts"]):
+        assert f["model"] == model.served(q)
+    try:
+        model.served_ = {"dev": "persistence", "research": "model"}
+        got = {f["queue"]: f for f in client.post("/v1/demand", json={"series": rows}).json()["forecasts"]}
+    finally:
+        model.served_ = published
+    assert got["dev"]["model"] == "persistence" and got["research"]["model"] == "model"
+    # persistence over a 3-bin horizon: the sum of the last 3 bins of `dev` (21 + 22 + 23)
+    assert got["dev"]["p50"] == pytest.approx(66.0)
+    assert got["dev"]["p10"] <= 66.0 <= got["dev"]["p90"]
+
+
 def test_demand_shape_mix_comes_from_the_published_artifact(registry, tmp_path):
     from serving.demand import DemandService
     from training.kinds import demand as kind

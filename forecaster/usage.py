@@ -230,7 +230,8 @@ class UsageForecaster:
             "ses_alpha": self.ses_alpha_, "ses_grid": list(self.ses_grid),
             "served": self.served_, "served_series": self.served_series_,
             "val_scores": self.val_scores_, "select": self.select,
-            "time_of_day": self.time_of_day, "y_min": self.y_min, "y_max": self.y_max_,
+            "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
+            "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_}, indent=1))
 
     @classmethod
@@ -239,7 +240,8 @@ class UsageForecaster:
         man = read_manifest(p, SCHEMA_VERSION, "usage model (retrain it with this version)")
         m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]),
                 coverage=man["coverage"], select=man["select"],
-                time_of_day=man["time_of_day"], y_min=man["y_min"], y_max=man["y_max"])
+                time_of_day=man["time_of_day"], fleet=man["fleet"], drop=tuple(man["drop"]),
+                half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"])
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
         m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
         m.served_, m.served_series_ = man["served"], man["served_series"]

@@ -1,12 +1,20 @@
-"""Usage forecaster: no leakage, beats the baselines on phase-switching series, CLI contract."""
+"""Usage forecaster: no leakage, beats the baselines on phase-switching series, names the
+baseline it serves where it does not beat it, clips to the physical range; CLI contract;
+GenAI trace loader and held-out pod rule."""
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from features.usage_series import usage_long
-from forecaster.usage import UsageForecaster
+from forecaster.usage import BASELINES, UsageForecaster
+
+FIXTURE = Path(__file__).parent / "fixtures" / "genai"
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "genai-2026-dev"
 
 
 def phase_series(n_series=30, n=600, seed=0):
@@ -42,8 +50,15 @@ def test_beats_baselines(fitted):
     mae = {c: np.mean(np.abs(p[c] - p["y_true"])) for c in ("p50", "last_value",
                                                             "mean_last_h", "ses")}
     assert mae["p50"] < 0.9 * min(mae["last_value"], mae["mean_last_h"], mae["ses"])
-    assert set(p.columns) >= {"unique_id", "origin", "y_true", "p10", "p50", "p90"}
+    assert set(p.columns) >= {"unique_id", "origin", "y_true", "p10", "p50", "p90", "model",
+                              *BASELINES}
     assert (pd.to_datetime(p["origin"], utc=True) >= start).all()
+    # the model beat every baseline on validation here, so it is what is served
+    assert m.served_ == "model" and set(m.val_scores_) == {"model", *BASELINES}
+    assert m.val_scores_["model"] < min(m.val_scores_[b] for b in BASELINES)
+    assert (p["model"] == "model").mean() > 0.9
+    cov = ((p["y_true"] >= p["p10"]) & (p["y_true"] <= p["p90"])).mean()
+    assert 0.6 < cov < 0.97
 
 
 def test_no_leakage(fitted):
@@ -69,6 +84,146 @@ def test_save_load(fitted, tmp_path):
     pd.testing.assert_frame_equal(q.predict_origins(df, start), m.predict_origins(df, start))
 
 
+def test_old_schema_is_a_clear_error(fitted, tmp_path):
+    from forecaster.manifest import ArtifactError
+
+    m, _, _ = fitted
+    m.save(tmp_path / "u")
+    man = json.loads((tmp_path / "u" / "manifest.json").read_text())
+    assert man["served"] == m.served_ and man["val_scores"] == m.val_scores_
+    assert man["served_series"] == m.served_series_
+    man["schema_version"] = 2
+    (tmp_path / "u" / "manifest.json").write_text(json.dumps(man))
+    with pytest.raises(ArtifactError, match="schema_version 2, expected 3"):
+        UsageForecaster.load(tmp_path / "u")
+
+
+def mixed_series(seed=0):
+    """Half the pods follow the learnable dip pattern; the other half are steps at random
+    times (nothing in the past foresees them), where the last value is the best forecast."""
+    df = phase_series(n_series=16, n=600, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    parts = [df]
+    for k in range(16):
+        steps = np.zeros(600)
+        steps[rng.integers(0, 600, 12)] = rng.normal(0, 0.3, 12)
+        y = 5.0 + np.cumsum(steps)
+        parts.append(pd.DataFrame({"unique_id": f"s{k}", "ds": t0 + pd.to_timedelta(
+            np.arange(600), "min"), "y": y}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_fallback_per_series_is_named_and_served():
+    df = mixed_series()
+    start = pd.Timestamp("2026-01-01T07:00Z")
+    m = UsageForecaster(horizon=10, n_estimators=100).fit(df[df["ds"] < start])
+    p = m.predict_origins(df, start)
+    served = p.groupby("unique_id")["model"].first()
+    # each series serves what it was given at fit time; a baseline row's p50 is that baseline
+    assert served.to_dict() == {u: m.served_series_[u] for u in served.index}
+    steps = served[served.index.str.startswith("s")]
+    assert (steps != "model").mean() >= 0.5, steps.value_counts()
+    assert (served[served.index.str.startswith("p")] == "model").mean() >= 0.8
+    for b in BASELINES:
+        r = p[p["model"] == b]
+        np.testing.assert_allclose(r["p50"], r[b])
+    r = p[p["model"] == "model"]
+    np.testing.assert_allclose(r["p50"], r["model_p50"])
+    assert (p["p10"] <= p["p50"]).all() and (p["p50"] <= p["p90"]).all()
+    # "global" selection: one predictor for every series
+    g = UsageForecaster(horizon=10, n_estimators=100, select="global").fit(df[df["ds"] < start])
+    assert g.served_series_ == {}
+    assert set(g.predict_origins(df, start)["model"]) == {g.served_}
+
+
+def test_quantiles_clipped_to_physical_range():
+    df = phase_series(n_series=20, n=500, seed=3)
+    df["y"] = np.clip(df["y"] * 150, 0, 100)  # a duty cycle in %, often at its 100 % ceiling
+    start = pd.Timestamp("2026-01-01T06:00Z")
+    m = UsageForecaster(horizon=10, n_estimators=50, y_max=100.0).fit(df[df["ds"] < start])
+    p = m.predict_origins(df, start)
+    assert p["p90"].max() <= 100.0 and p["p10"].min() >= 0.0
+    assert (p["p90"] == 100.0).any()  # the clip did bite: unclipped, p90 would exceed 100
+    # without a bound, the training maximum is the ceiling
+    m2 = UsageForecaster(horizon=10, n_estimators=50).fit(df[df["ds"] < start])
+    assert m2.y_max_ == pytest.approx(df.loc[df["ds"] < start, "y"].max())
+
+
+def test_fleet_and_recency_options_do_not_leak(tmp_path):
+    df = phase_series(n_series=10, n=400, seed=4)
+    start = pd.Timestamp("2026-01-01T05:00Z")
+    m = UsageForecaster(horizon=10, n_estimators=50, fleet=True, half_life=60,
+                        time_of_day=True).fit(df[df["ds"] < start])
+    assert {"fleet1", "fleet60", "tod"} <= set(m.features_)
+    origin = start + pd.Timedelta("20min")
+    changed = df.copy()
+    changed.loc[changed["ds"] >= origin, "y"] = 9.0  # every pod, so the fleet moves too
+    a, b = m.predict_origins(df, start), m.predict_origins(changed, start)
+    at = lambda p: p[pd.to_datetime(p["origin"], utc=True) == origin]["p50"]  # noqa: E731
+    np.testing.assert_allclose(at(a), at(b))
+    m.save(tmp_path / "f")
+    q = UsageForecaster.load(tmp_path / "f")
+    pd.testing.assert_frame_equal(q.predict_origins(df, start), a)
+
+
+def test_genai_loader_bins_the_fixture():
+    from features.genai_trace import read_genai, read_genai_metric
+
+    d = read_genai_metric(FIXTURE, "duty_cycle")
+    raw = pd.read_csv(FIXTURE / "pod_gpu_duty_cycle_dev.csv")
+    assert set(d["unique_id"]) == set(raw["container_ip"])
+    assert list(d.columns) == ["unique_id", "ds", "y"]
+    for uid, g in d.groupby("unique_id"):
+        # a regular 1-min grid from the first to the last sample's bin
+        assert (g["ds"].diff().dropna() == pd.Timedelta("1min")).all()
+        r = raw[raw["container_ip"] == uid]
+        first = pd.to_datetime(r["timestamp_anon"].min(), unit="s", utc=True).floor("1min")
+        assert g["ds"].iloc[0] == first
+        # 57 s samples leave some bins empty: those carry the level, never invent one
+        assert set(np.round(g["y"], 9)) <= set(np.round(
+            r.assign(b=pd.to_datetime(r["timestamp_anon"], unit="s").dt.floor("1min"))
+            .groupby("b")["value"].mean(), 9))
+    assert d["y"].between(0, 100).all()
+    mem = read_genai_metric(FIXTURE, "memory_used")
+    assert mem["y"].max() > 1e9  # bytes, unchanged
+
+
+def test_genai_loader_errors(tmp_path):
+    from features.genai_trace import read_genai, read_genai_metric
+    from foresight.errors import ForesightError
+
+    with pytest.raises(ForesightError, match="not found"):
+        read_genai(tmp_path / "nope.csv")
+    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ForesightError, match="need columns"):
+        read_genai(tmp_path / "x.csv")
+    with pytest.raises(ForesightError, match="unknown genai metric"):
+        read_genai_metric(tmp_path, "qps")
+
+
+def test_final_pod_rule_is_fixed():
+    import hashlib
+
+    from features.genai_trace import final_pod
+
+    ids = [f"{i:032x}" for i in range(400)]
+    share = np.mean([final_pod(i) for i in ids])
+    assert 0.25 < share < 0.37  # 5/16 in expectation
+    for i in ids[:20]:
+        assert final_pod(i) == (hashlib.md5(i.encode()).hexdigest()[0] in "01234")
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces/genai-2026-dev is absent")
+def test_genai_dev_trace_split():
+    from features.genai_trace import final_pod, read_genai_metric
+
+    d = read_genai_metric(SHARED, "duty_cycle")
+    ids = d["unique_id"].unique()
+    assert len(ids) == 80
+    assert sum(final_pod(i) for i in ids) == 23  # the committed split: 23 final, 57 tune
+
+
 def test_usage_long_bins_per_pod_gpu():
     ts = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.arange(8) * 30, "s")
     s = pd.DataFrame({"ts": np.r_[ts, ts], "node": "n", "gpu": np.repeat(["0", "1"], 8),
@@ -88,10 +243,17 @@ def test_cli_backtest(tmp_path, capsys):
     out = tmp_path / "pred.csv"
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out)])
-    assert rc == 0, capsys.readouterr()
+    shown = capsys.readouterr().out
+    assert rc == 0, shown
     p = pd.read_csv(out)
-    assert {"unique_id", "origin", "y_true", "p50", "last_value", "mean_last_h", "ses"} <= \
-        set(p.columns)
+    assert {"unique_id", "origin", "y_true", "p50", "last_value", "mean_last_h", "ses",
+            "model"} <= set(p.columns)
+    assert "served overall" in shown and "validation MAE" in shown
+    for bad in (["--y-max", "-1"], ["--half-life", "0"]):
+        rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon",
+                   "10min", "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), *bad])
+        err = capsys.readouterr()
+        assert rc == 2 and len((err.out + err.err).strip().splitlines()) == 1
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "7min30s",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out)])
     err = capsys.readouterr()

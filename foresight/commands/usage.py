@@ -42,9 +42,21 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
              agg: str = typer.Option("mean", "--agg", help="mean (levels) or sum."),
              phases: Path = typer.Option(None, "--phases", help="Phase intervals (Parquet/CSV:"
                                          " namespace, pod, [node, gpu,] start, end, phase); or"
-                                         " give the series a `phase` column.")) -> None:
+                                         " give the series a `phase` column."),
+             y_max: float = typer.Option(None, "--y-max", help="Physical upper bound of the "
+                                         "metric (100 for a duty cycle in %); default: the "
+                                         "largest training value."),
+             fleet: bool = typer.Option(False, "--fleet", help="Add the fleet's recent mean "
+                                        "level (every series in the file) as features."),
+             half_life: float = typer.Option(None, "--half-life", help="Weight training "
+                                             "origins by recency, half-life in bins."),
+             save: Path = typer.Option(None, "--save", help="Also save the fitted model "
+                                       "(model.txt + manifest.json) to this directory.")
+             ) -> None:
     """Fit on bins before --test-start, forecast every later origin, compare with baselines.
-    With phases, the pod's current phase (of the last bin before each origin) is a feature."""
+    With phases, the pod's current phase (of the last bin before each origin) is a feature.
+    The `model` column names what is served per series: the model, or the baseline it did not
+    beat on the validation tail of the training window."""
     from features.demand_series import horizon_bins, read_series_csv, regularize
     from features.usage_series import attach_phases, read_phases
     from forecaster.usage import UsageForecaster
@@ -52,6 +64,10 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     if agg != "mean":
         raise ForesightError("usage backtest forecasts levels: only --agg mean is supported")
     H = horizon_bins(horizon, freq)
+    if y_max is not None and not y_max > 0:
+        raise ForesightError(f"bad --y-max {y_max}: must be > 0")
+    if half_life is not None and not half_life > 0:
+        raise ForesightError(f"bad --half-life {half_life}: must be > 0 bins")
     try:
         start = pd.Timestamp(test_start)
     except ValueError:
@@ -67,7 +83,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"--test-start {start} must fall inside the series "
                              f"({df['ds'].min()} .. {df['ds'].max()})")
     try:
-        model = UsageForecaster(horizon=H).fit(train)
+        model = UsageForecaster(horizon=H, y_max=y_max, fleet=fleet,
+                                half_life=half_life).fit(train)
     except ValueError as exc:
         raise ForesightError(f"cannot fit: {exc}") from None
     pred = model.predict_origins(df, start)
@@ -75,15 +92,32 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError("no test origin has a complete horizon after --test-start")
     out.parent.mkdir(parents=True, exist_ok=True)
     pred.to_csv(out, index=False)
+    if save is not None:
+        model.save(save)
+    console.print(served_table(pred, model, horizon))
+    console.print(f"served overall: {model.served_} (chosen on the validation tail of the "
+                  "training window; per series in the `model` column)")
+    console.print(f"wrote {out}" + (f" and the model to {save}" if save else ""))
+
+
+def served_table(pred: pd.DataFrame, model, horizon: str) -> Table:
+    """MAE on the test origins and on validation per predictor, and which series each serves."""
+    from forecaster.usage import BASELINES
+
+    y = pred["y_true"]
+    per = pred.groupby("unique_id")["model"].first().value_counts()
     t = Table(title=f"usage backtest: {len(pred)} origins, {pred['unique_id'].nunique()} series,"
                     f" horizon {horizon}")
-    t.add_column("forecast")
-    t.add_column("MAE", justify="right")
-    for c in ("p50", "last_value", "mean_last_h", "ses"):
-        t.add_row(c if c != "ses" else f"ses (alpha {model.ses_alpha_:g})",
-                  f"{np.mean(np.abs(pred[c] - pred['y_true'])):.5g}")
-    console.print(t)
-    console.print(f"wrote {out}")
+    for c, j in (("forecast", "left"), ("MAE", "right"), ("validation MAE", "right"),
+                 ("series served", "right")):
+        t.add_column(c, justify=j)
+    t.add_row("served (p50)", f"{np.mean(np.abs(pred['p50'] - y)):.5g}", "",
+              str(pred["unique_id"].nunique()))
+    for c, col in (("model", "model_p50"), *((b, b) for b in BASELINES)):
+        name = f"ses (alpha {model.ses_alpha_:g})" if c == "ses" else c
+        t.add_row(name, f"{np.mean(np.abs(pred[col] - y)):.5g}",
+                  f"{model.val_scores_[c]:.5g}", str(int(per.get(c, 0))))
+    return t
 
 
 def _phase_column(df: pd.DataFrame, path: Path, freq: str) -> pd.DataFrame:

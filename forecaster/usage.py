@@ -11,7 +11,8 @@ the level directly or the residual on the best baseline, whichever scores better
 validation tail of the training window. The same tail decides what is *served*: the model, or
 the baseline it did not beat, per series (`served_series_`) and overall (`served_`); the
 forecast's `model` column names it. p10/p90: split-conformal quantiles of each served
-predictor's own validation residuals, clipped to the metric's physical range [y_min, y_max].
+predictor's own validation residuals (apart for idle and moving pods), clipped to the
+metric's physical range [y_min, y_max].
 Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
 """
 from __future__ import annotations
@@ -29,7 +30,8 @@ from forecaster.usage_features import (fleet_features, phase_runs, series_featur
 
 __all__ = ["UsageForecaster", "BASELINES", "SCHEMA_VERSION", "phase_runs", "typical_phase_bins"]
 
-# 3: served predictor per series, validation scores, conformal quantiles per predictor,
+# 3: served predictor per series, validation scores, conformal quantiles per predictor and
+# flat/moving origin,
 # base ("none" or a baseline), physical range, time of day.
 SCHEMA_VERSION = 3
 BASELINES = ("last_value", "mean_last_h", "ses")
@@ -73,7 +75,7 @@ class UsageForecaster:
     def design(self, df: pd.DataFrame) -> dict:
         """Rows for every (series, origin); `y_true` NaN where the horizon runs past the data."""
         H = self.horizon
-        parts, ids, origins, ys, scales, lasts, means = [], [], [], [], [], [], []
+        parts, ids, origins, ys, scales, lasts, means, flats = [], [], [], [], [], [], [], []
         ses: dict[float, list] = {a: [] for a in self.ses_grid}
         fl = fleet_features(df) if self.fleet else None
         for uid, g in df.sort_values(["unique_id", "ds"]).groupby("unique_id", sort=False):
@@ -92,12 +94,14 @@ class UsageForecaster:
             prev = pd.Series(y).shift(1)
             lasts.append(prev.to_numpy())
             means.append(prev.rolling(H, min_periods=1).mean().to_numpy())
+            r = prev.rolling(H, min_periods=1)
+            flats.append((r.max() - r.min()).fillna(0.0).to_numpy() <= 0.0)
             for a in self.ses_grid:
                 ses[a].append(prev.ewm(alpha=a, adjust=False).mean().to_numpy())
         return {"X": pd.concat(parts, ignore_index=True), "ids": np.concatenate(ids),
                 "origins": np.concatenate(origins), "y_true": np.concatenate(ys),
                 "scale": np.concatenate(scales), "last_value": np.concatenate(lasts),
-                "mean_last_h": np.concatenate(means),
+                "mean_last_h": np.concatenate(means), "flat": np.concatenate(flats),
                 "ses_all": {a: np.concatenate(v) for a, v in ses.items()}}
 
     def _lgb(self) -> lgb.LGBMRegressor:
@@ -172,14 +176,26 @@ class UsageForecaster:
         self.served_ = ("model" if best[0] < (1 - self.min_gain) * self.val_scores_[best_bl]
                         else best_bl)
         self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
-        # conformal quantiles of each predictor's own scale-free validation residuals
-        a = (1 - self.coverage) / 2
-        s = d["scale"][val_rows]
-        self.q_ = {c: [float(np.quantile((y_val - p) / s, a)),
-                       float(np.quantile((y_val - p) / s, 1 - a))] for c, p in preds.items()}
+        self.q_ = self._conformal(y_val, preds, d["scale"][val_rows], d["flat"][val_rows])
         self.features_ = list(d["X"].columns)
         self.model_ = self._train(d, ok, self.base_)
         return self
+
+    def _conformal(self, y: np.ndarray, preds: dict, scale: np.ndarray,
+                   flat: np.ndarray) -> dict:
+        """Split-conformal quantiles of each predictor's own scale-free validation residuals,
+        apart for origins whose last horizon was flat (an idle pod: its future is mostly the
+        same flat line) and for moving ones, so the busy pods' intervals are not narrowed by
+        the many exact zeros of idle ones (Mondrian conformal; pooled if a group is small)."""
+        a = (1 - self.coverage) / 2
+        out = {}
+        for c, p in preds.items():
+            z = (y - p) / scale
+            pooled = [float(np.quantile(z, a)), float(np.quantile(z, 1 - a))]
+            out[c] = {g: ([float(np.quantile(z[m], a)), float(np.quantile(z[m], 1 - a))]
+                          if m.sum() >= 30 else pooled)
+                      for g, m in (("flat", flat), ("moving", ~flat))}
+        return out
 
     def _select_series(self, ids: np.ndarray, y: np.ndarray, preds: dict) -> dict:
         """Per series, the predictor with the lowest validation MAE (the model unless a
@@ -207,11 +223,12 @@ class UsageForecaster:
         served = np.asarray([self.served_series_.get(str(u), self.served_) for u in ids],
                             dtype=object)
         p50, lo, hi = np.zeros(len(ids)), np.zeros(len(ids)), np.zeros(len(ids))
-        s = d["scale"][rows]
+        s, flat = d["scale"][rows], d["flat"][rows]
         for c, p in cand.items():
-            m = served == c
-            p50[m] = p[m]
-            lo[m], hi[m] = p[m] + self.q_[c][0] * s[m], p[m] + self.q_[c][1] * s[m]
+            for g, fm in (("flat", flat), ("moving", ~flat)):
+                m = (served == c) & fm
+                q = self.q_[c][g]
+                p50[m], lo[m], hi[m] = p[m], p[m] + q[0] * s[m], p[m] + q[1] * s[m]
         p50 = np.clip(p50, self.y_min, self.y_max_)
         return pd.DataFrame({
             "unique_id": ids, "origin": d["origins"][rows], "y_true": d["y_true"][rows],

@@ -33,8 +33,10 @@ from forecaster.demand_features import LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 
 SCHEMA_VERSION = 2
-#: Baselines a series may fall back to, in the order ties are broken.
-FALLBACKS = ("persistence", "snaive_day", "snaive_week")
+#: Baselines a series may fall back to, in the order ties are broken (mean_last_h and ewma
+#: only for levels, agg="mean").
+FALLBACKS = ("persistence", "mean_last_h", "ewma", "snaive_day", "snaive_week")
+_LEVEL_ONLY = ("mean_last_h", "ewma")
 MODEL = "model"
 
 
@@ -53,9 +55,13 @@ class DemandForecaster:
                  shrink_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0), seed: int = 0,
                  n_jobs: int = 1, target: str = "residual", multiscale: bool = False,
                  fallback: bool = True, level_floor: float = LEVEL_FLOOR,
-                 unit_scale: bool = True) -> None:
+                 unit_scale: bool = True, base: str = "persistence") -> None:
         if target not in ("residual", "ratio"):
             raise ValueError(f"target {target!r}: use residual or ratio")
+        if base not in ("persistence", "mean_last_h", "ewma") or (base in _LEVEL_ONLY
+                                                                   and agg != "mean"):
+            raise ValueError(f"base {base!r}: use persistence (or, for agg=mean, mean_last_h "
+                             f"or ewma)")
         self.freq = freq
         self.horizon = horizon
         self.agg = agg
@@ -74,10 +80,14 @@ class DemandForecaster:
         self.fallback = fallback
         self.level_floor = level_floor
         self.unit_scale = unit_scale
+        # residual target's base: the last value, or (noisy gauges) the mean of the last H bins
+        self.base = base
 
     def design(self, df: pd.DataFrame, unit: dict[str, float]) -> Design:
-        return design(df, unit, self.freq, self.horizon, self.agg, self.multiscale,
-                      self.level_floor)
+        des = design(df, unit, self.freq, self.horizon, self.agg, self.multiscale,
+                     self.level_floor)
+        des.extra["alpha"] = getattr(self, "ewma_alpha_", des.extra["alpha"])
+        return des
 
     # ---- fit / predict --------------------------------------------------------------------
     def _lgb(self) -> lgb.LGBMRegressor:
@@ -92,14 +102,14 @@ class DemandForecaster:
     def _train_target(self, des: Design) -> np.ndarray:
         if self.target == "ratio":
             return des.y_true / des.level
-        return (des.y_true - des.persistence) / des.unit
+        return (des.y_true - des.baseline(self.base)) / des.unit
 
     def _raw(self, des: Design, rows, model=None) -> np.ndarray:
         """The model's p50 (before any fallback) at `rows`."""
         out = (model or self.model_).predict(des.X.loc[rows, self.features_])
         if self.target == "ratio":
             return self._floor(out * des.level[rows])
-        return self._floor(des.persistence[rows] + self.lam_ * out * des.unit[rows])
+        return self._floor(des.baseline(self.base)[rows] + self.lam_ * out * des.unit[rows])
 
     def _zscale(self, des: Design) -> np.ndarray:
         return des.level if self.target == "ratio" else des.scale
@@ -114,16 +124,23 @@ class DemandForecaster:
         des = self.design(df, self.unit_)
         self.features_ = list(des.X.columns)
         end = df["ds"].max() + step
-        ok = np.isfinite(des.y_true) & np.isfinite(des.persistence)
+        ok = np.isfinite(des.y_true) & np.isfinite(des.baseline(self.base))
         ends = pd.to_datetime(des.origins) + self.horizon * step
         val_start = end - self.val_bins * step
         fit_rows = ok & (ends <= val_start)
         val_rows = ok & (pd.to_datetime(des.origins) >= val_start)
+        if des.extra["ewma"]:  # the EWMA baseline's alpha: best on the fitting part
+            yf = des.y_true[fit_rows]
+            self.ewma_alpha_ = min(des.extra["ewma"], key=lambda a: float(
+                np.nanmean(np.abs(des.extra["ewma"][a][fit_rows] - yf))))
+            des.extra["alpha"] = self.ewma_alpha_
+            ok &= np.isfinite(des.baseline(self.base))
+            fit_rows, val_rows = fit_rows & ok, val_rows & ok
         if fit_rows.sum() < 50 or val_rows.sum() < 20:
             raise ValueError("not enough training data for a validation window: lower val_bins")
         target = self._train_target(des)
         m = self._lgb().fit(des.X[fit_rows], target[fit_rows])
-        yv, pv = des.y_true[val_rows], des.persistence[val_rows]
+        yv, pv = des.y_true[val_rows], des.baseline(self.base)[val_rows]
         if self.target == "residual":
             # Shrinkage toward persistence, chosen on the validation tail.
             dv = m.predict(des.X[val_rows]) * des.unit[val_rows]
@@ -150,12 +167,12 @@ class DemandForecaster:
         a = (1 - self.coverage) / 2
         y, ids = des.y_true[rows], des.ids[rows]
         out: dict[str, dict[str, list[float]]] = {}
-        for name in (MODEL, *FALLBACKS):
+        for name in (MODEL, *self.fallbacks()):
             v = p50 if name == MODEL else des.baseline(name)[rows]
             z = (y - v) / (self._zscale(des)[rows] if name == MODEL else des.scale[rows])
             for uid in ("*", *pd.unique(ids)):
                 zz = z[np.isfinite(z) & ((ids == uid) | (uid == "*"))]
-                if len(zz) >= 10:
+                if len(zz) >= 50:  # fewer: a per-series quantile is noise; use pooled
                     out.setdefault(str(uid), {})[name] = [float(np.quantile(zz, a)),
                                                           float(np.quantile(zz, 1 - a))]
         return out
@@ -167,16 +184,19 @@ class DemandForecaster:
         """Per series: MAE of the model and of each baseline on validation; serve the model
         only where it beats every baseline there, else the best baseline (named)."""
         ids, y = des.ids[rows], des.y_true[rows]
-        cand = {MODEL: p50, **{b: des.baseline(b)[rows] for b in FALLBACKS}}
+        cand = {MODEL: p50, **{b: des.baseline(b)[rows] for b in self.fallbacks()}}
         self.val_scores_, self.served_ = {}, {}
         for uid in pd.unique(ids):
             r = ids == uid
             sc = {k: float(np.mean(np.abs(y[r] - v[r]))) for k, v in cand.items()
                   if np.isfinite(v[r]).all()}
             self.val_scores_[str(uid)] = sc
-            best = min((b for b in FALLBACKS if b in sc), key=sc.get, default=None)
+            best = min((b for b in self.fallbacks() if b in sc), key=sc.get, default=None)
             lose = self.fallback and best is not None and sc[MODEL] >= sc[best]
             self.served_[str(uid)] = best if lose else MODEL
+
+    def fallbacks(self) -> tuple[str, ...]:
+        return tuple(b for b in FALLBACKS if b not in _LEVEL_ONLY or self.agg == "mean")
 
     def _choose_shrink(self, errs: np.ndarray, origins: np.ndarray) -> float:
         """Best shrink on validation, kept only if it beats persistence (lam=0) robustly.
@@ -225,8 +245,7 @@ class DemandForecaster:
             "unique_id": ids, "origin": des.origins[rows], "y_true": des.y_true[rows],
             "p10": np.minimum(self._floor(p50 + lo * zs), p50), "p50": p50,
             "p90": np.maximum(p50 + hi * zs, p50), "model": who, "lightgbm": raw,
-            "persistence": des.persistence[rows], "snaive_day": des.snaive_day[rows],
-            "snaive_week": des.snaive_week[rows]})
+            **{b: des.baseline(b)[rows] for b in self.fallbacks()}})
 
     def predict_origins(self, df: pd.DataFrame, start) -> pd.DataFrame:
         """Forecasts at every origin >= start whose horizon is complete in `df`."""
@@ -257,6 +276,7 @@ class DemandForecaster:
         manifest = {"schema_version": SCHEMA_VERSION, "kind": "demand", "params": params,
                     "features": self.features_, "unit": self.unit_, "lam": self.lam_,
                     "q": self.q_, "served": self.served_, "val_scores": self.val_scores_,
+                    "ewma_alpha": getattr(self, "ewma_alpha_", None),
                     "val": self.val_, "val_mae": self.val_mae_, "train_end": self.train_end_,
                     "sha256": hashlib.sha256(text.encode()).hexdigest()}
         (p / "manifest.json").write_text(json.dumps(manifest, indent=2))
@@ -277,6 +297,8 @@ class DemandForecaster:
         self.q_ = man.get("q") or {"*": {MODEL: [man["q_lo"], man["q_hi"]]}}
         self.q_lo_, self.q_hi_ = self.q_["*"][MODEL]
         self.served_, self.val_scores_ = man.get("served", {}), man.get("val_scores", {})
+        if man.get("ewma_alpha") is not None:
+            self.ewma_alpha_ = man["ewma_alpha"]
         self.val_, self.val_mae_, self.train_end_ = man["val"], man["val_mae"], man["train_end"]
         return self
 

@@ -12,6 +12,8 @@ baselines, are lags of earlier bins.
 Baselines (each gets split-conformal [p10, p90] from its own residuals on the calibration
 window, the `val_bins` origins just before test_start, so coverage is comparable):
 - persistence: agg="sum" the previous horizon's sum; agg="mean" the last bin's value.
+- mean_last_h, ewma (agg="mean" only): the mean of the last H bins; an EWMA of past bins
+  (alpha picked on the fitting part).
 - snaive_day / snaive_week: the same window one day / one week earlier.
 - ets: statsforecast AutoETS (non-seasonal, fitted once on the data before the calibration
   window), its state filtered over the trailing `ets_input_bins` at each origin
@@ -28,7 +30,7 @@ import pandas as pd
 
 from forecaster.demand import DemandForecaster
 
-BASELINES = ("persistence", "snaive_day", "snaive_week", "ets")
+BASELINES = ("persistence", "mean_last_h", "ewma", "snaive_day", "snaive_week", "ets")
 
 
 def ets_baseline(df: pd.DataFrame, horizon: int, agg: str, freq: str, first_origin,

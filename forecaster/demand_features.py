@@ -22,6 +22,8 @@ from mlforecast.lag_transforms import (ExponentiallyWeightedMean, RollingMax, Ro
                                        RollingStd)
 
 DAY = pd.Timedelta("1D")
+#: EWMA weights the EWMA baseline (levels) may use; the forecaster picks one on training.
+EWMA_ALPHAS = (0.05, 0.1, 0.2, 0.3, 0.5)
 #: EWMA weight of the ratio target's level (~100 bins: about 17 h at 10 min).
 LEVEL_ALPHA = 0.01
 #: Default floor of the level, in units of the series' training mean per bin (keeps ratios
@@ -59,12 +61,15 @@ class Design:
     persistence: np.ndarray
     snaive_day: np.ndarray
     snaive_week: np.ndarray
+    mean_last_h: np.ndarray  # mean of the last H bins, as the horizon aggregate
     scale: np.ndarray  # local conformal scale, in series units
     unit: np.ndarray  # per-series unit the model works in
     level: np.ndarray  # ratio-target denominator, in series units
     extra: dict = field(default_factory=dict)
 
     def baseline(self, name: str) -> np.ndarray:
+        if name == "ewma":  # EWMA of the bins before t, at the alpha the forecaster chose
+            return self.extra["ewma"][self.extra["alpha"]]
         return getattr(self, name)
 
 
@@ -145,6 +150,12 @@ def design(df: pd.DataFrame, unit: dict[str, float], freq: str, H: int, agg: str
         for c in [c for c in X.columns if c.startswith(_SCALED)]:
             X[c] = X[c].to_numpy() * k / level
         X["level"] = level
+    ewma = {}
+    if agg == "mean":  # the EWMA baseline of a level (pandas: alpha-weighted, no min window)
+        for a in EWMA_ALPHAS:
+            e = g.transform(lambda s, a=a: s.ewm(alpha=a).mean().shift(1)).to_numpy()
+            ewma[a] = e * u
     return Design(ids=d["unique_id"].to_numpy(), origins=d["ds"].to_numpy(), X=X,
                   y_true=y_true * u, persistence=pers * u, snaive_day=sn["day"] * u,
-                  snaive_week=sn["week"] * u, scale=scale * u, unit=u, level=level * u)
+                  snaive_week=sn["week"] * u, mean_last_h=mean_prev * k * u, scale=scale * u,
+                  unit=u, level=level * u, extra={"ewma": ewma, "alpha": EWMA_ALPHAS[0]})

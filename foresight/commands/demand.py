@@ -86,7 +86,9 @@ def register(app: typer.Typer) -> None:
         except ValueError as exc:
             raise ForesightError(str(exc).splitlines()[0]) from None
         cols = ["unique_id", "origin", "y_true", "p10", "p50", "p90", "model", "lightgbm",
-                *[c for c in ("persistence", "snaive_day", "snaive_week", "ets") if c in pred]]
+                *[c for c in ("persistence", "mean_last_h", "ewma", "snaive_day", "snaive_week",
+                                    "ets")
+                  if c in pred]]
         out.parent.mkdir(parents=True, exist_ok=True)
         pred[cols].round(6).to_csv(out, index=False)  # undo float noise of per-queue scaling
         png = plot or out.with_suffix(".png")

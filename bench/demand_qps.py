@@ -1,0 +1,93 @@
+"""GenTD26 gateway request rate: mean QPS over the next 10 min, from 1-min bins.
+
+Series: `features.gateway_qps.gateway_qps` (gateway-wide API Requests, 1-min means, ~22 h).
+Horizon: the mean of the next 10 one-minute bins (agg="mean", H=10), an origin every minute.
+Simple baselines, same origins, same past: last value (persistence), mean of the last 10 min,
+EWMA (alpha chosen on the fitting part), statsforecast AutoETS: all from
+`forecaster.demand_backtest.backtest`, with conformal intervals from the same calibration. No seasonal naive: the trace
+is shorter than a day.
+Split rule (committed before tuning; `end` = last bin + 1 min):
+- final test: origins in [end - 6 h, end), scored once with the frozen DESIGN, fitted on the
+  data before (validation/calibration tail: the 3 h before the test).
+- dev test: origins in [end - 12 h, end - 6 h), fitted on ds < end - 12 h, the final 6 h not
+  loaded. DESIGN was chosen on this dev test only.
+    nice .venv/bin/python bench/demand_qps.py [dev|final|both]
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchenv import machine  # noqa: E402
+from demand_helios import md_table  # noqa: E402
+from features.gateway_qps import gateway_qps  # noqa: E402
+from forecaster.demand_backtest import backtest  # noqa: E402
+
+QPS = ROOT.parent / "shared" / "traces" / "genai-2026-dev" / "qps_dev.csv"
+RES = ROOT / "bench" / "results"
+H = 10
+DESIGN: dict = dict(target="residual", base="ewma", multiscale=True, val_bins=180,
+                    n_estimators=200, min_child_samples=20)
+
+
+def splits(df: pd.DataFrame) -> dict[str, tuple[pd.Timestamp, pd.Timestamp]]:
+    end = df["ds"].max() + pd.Timedelta("1min")
+    final = end - pd.Timedelta("6h")
+    return {"dev": (final - pd.Timedelta("6h"), final), "final": (final, end)}
+
+
+def run(df: pd.DataFrame, part: str) -> str:
+    start, stop = splits(df)[part]
+    d = df[df["ds"] < stop]
+    t0 = time.perf_counter()
+    pred, met, model = backtest(d, "1min", H, start, agg="mean", **DESIGN)
+    wall = time.perf_counter() - t0
+    alpha = model.ewma_alpha_
+    met = met.drop(columns="MASE")
+    met = met[~met["method"].isin(["snaive_day", "snaive_week"])].reset_index(drop=True)
+    m = met.set_index("method")
+    simple = m.drop(index=["model", "lightgbm"])
+    best = simple["MAE"].idxmin()
+    ratio = m.loc["model", "MAE"] / simple.loc[best, "MAE"]
+    lines = [f"## {part} test: origins {start} .. {stop} ({len(pred)} origins), fitted on "
+             f"ds < {start}", "", md_table(met), "",
+             f"- served: **{model.served('gateway')}** (validation MAE: " + ", ".join(
+                 f"{k} {v:.4f}" for k, v in model.val_scores_["gateway"].items()) + ")",
+             f"- best simple baseline: {best} ({simple.loc[best, 'MAE']:.4f}); **model / best "
+             f"baseline = {ratio:.3f}**; EWMA alpha {alpha}; coverage "
+             f"{m.loc['model', 'coverage_p10_p90']:.1%}; wall {wall:.0f} s", ""]
+    print("\n".join(lines), flush=True)
+    return "\n".join(lines)
+
+
+def main(which: str = "both") -> None:
+    if not QPS.is_file():
+        sys.exit(f"GenAI trace absent at {QPS}")
+    df = gateway_qps(QPS)
+    git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                         text=True).stdout.strip()
+    lines = ["# Demand forecaster on the GenTD26 gateway request rate (mean QPS, next 10 min)", "",
+             f"- command: `nice .venv/bin/python bench/demand_qps.py {which}`",
+             f"- data: {QPS.relative_to(ROOT.parent)}, gateway-wide API Requests (empty "
+             f"container_ip), 1-min means, {df['ds'].min()} .. {df['ds'].max()} ({len(df)} bins)",
+             "- horizon: mean of the next 10 one-minute bins, an origin every minute; per-pod "
+             "generative rates not used (each pod's rate is almost always the smallest "
+             "quantum, 0.09: nothing to learn from)",
+             f"- design (frozen on the dev test): `{DESIGN}`",
+             "- split rule: module docstring (dev = the 6 h before the final 6 h)",
+             f"- machine: {machine()}; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
+             f"git {git}", ""]
+    for part in (["dev", "final"] if which == "both" else [which]):
+        lines.append(run(df, part))
+    (RES / f"demand_qps{'' if which == 'both' else '_' + which}.md").write_text("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1] if len(sys.argv) > 1 else "both")

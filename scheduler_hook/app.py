@@ -13,7 +13,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from scheduler_hook import metrics
+from scheduler_hook import indicators, metrics
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.podspec import PodSpecError
 from scheduler_hook.wire import ArgsParser, WireError, parse_binding
@@ -163,6 +163,7 @@ def create_app(hook: ExtenderHook) -> FastAPI:
     @app.get("/metrics")
     async def prom() -> Response:
         hook.readiness()  # refresh gauges
+        indicators.refresh(hook.state)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -12,6 +12,8 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from scheduler_hook.waiting import queue_and_gang, timestamp
+
 GPU_RESOURCES = ("nvidia.com/gpu",)
 FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"  # MiB of one GPU, KAI convention
@@ -46,6 +48,9 @@ class PodRequest:
     # GPU-model requirement (the openb `gpu_spec`): terms ORed, as in required node affinity;
     # () = any model
     gpu_models: tuple[ModelTerm, ...] = field(default=())
+    queue: str = ""          # Kueue / Volcano queue, else the namespace (scheduler_hook.waiting)
+    created: float = 0.0     # metadata.creationTimestamp, Unix seconds (0: unknown)
+    gang: str = ""           # "namespace/pod-group", "" when not in a gang
 
     def allows_model(self, model: str) -> bool:
         """May the pod run on a node whose `nvidia.com/gpu.product` is ``model``?"""
@@ -198,6 +203,7 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         workload = str((containers[0] or {}).get("image", "")) if containers else ""
     prio = spec.get("priority") or 0
     status = pod.get("status") or {}
+    queue, gang = queue_and_gang(ns, labels, ann)
     return PodRequest(
         namespace=ns, name=name, uid=str(meta.get("uid", "")),
         node=str(spec.get("nodeName") or ""),
@@ -206,5 +212,7 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         priority=int(_float(prio, "spec.priority")),
         deferrable=str(ann.get(DEFERRABLE_ANNOTATION, "")).lower() in ("true", "1", "yes"),
         slo_min_speed=_float(ann.get(SLO_ANNOTATION, 0), SLO_ANNOTATION),
-        gpu_index=index, gpu_models=_model_terms(spec),
+        gpu_index=index, gpu_models=_model_terms(spec), queue=queue,
+        created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
+        gang=gang,
     )

@@ -1,4 +1,5 @@
-"""Load cluster state from `kubectl get nodes,pods -A -o json` (a v1 List)."""
+"""Load cluster state from `kubectl get nodes,pods -A -o json` (a v1 List; PodGroups listed
+with them, `kubectl get nodes,pods,podgroups -A -o json`, give gang sizes)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,6 +9,7 @@ import orjson
 from foresight.errors import ForesightError
 from scheduler_hook.podspec import PodSpecError
 from scheduler_hook.state import ClusterState
+from scheduler_hook.waiting import POD_GROUP_KINDS
 
 
 def split_list(doc: object) -> tuple[list[dict], list[dict]]:
@@ -40,6 +42,8 @@ def load_snapshot(path: str | Path, state: ClusterState | None = None) -> Cluste
     try:
         nodes, pods = split_list(doc)
         state.replace_all(nodes, pods)
+        state.waiting.set_pod_groups([i for i in doc["items"] if isinstance(i, dict)
+                                      and i.get("kind") in POD_GROUP_KINDS])
     except (ValueError, PodSpecError) as exc:
         raise ForesightError(f"snapshot {p}: {exc}") from None
     state.ready = True

@@ -17,6 +17,7 @@ import numpy as np
 from kubernetes.utils import parse_quantity
 
 from scheduler_hook.podspec import GPU_RESOURCES, PRODUCT_LABEL, PodRequest, parse_pod
+from scheduler_hook.waiting import WaitBook, wait_info
 
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 DRAINED_ANNOTATION = "foresight.io/gpu-drained"     # "0,3" or "all"
@@ -94,6 +95,7 @@ class ClusterState:
         # the pods of shape_counts that carry a GPU-model requirement, by (gpus, milli, terms)
         self.model_shape_counts: Counter[tuple] = Counter()
         self._shape_seen: set[str] = set()
+        self.waiting = WaitBook()  # pending GPU pods and gangs (the indicators' view)
         self.workloads: dict[str, int] = {}
         self.racks: dict[str, int] = {"": 0}
         self._free_rows: list[int] = []
@@ -180,6 +182,7 @@ class ClusterState:
         pod = obj if isinstance(obj, PodRequest) else parse_pod(obj)
         with self.lock:
             self.observe_shape(pod)
+            self.waiting.update(wait_info(pod))
             old = self.pods.get(pod.key)
             if pod.terminal or not pod.node or pod.gpus == 0:
                 self.pods.pop(pod.key, None)
@@ -197,6 +200,7 @@ class ClusterState:
     def delete_pod(self, namespace: str, name: str) -> None:
         key = f"{namespace}/{name}"
         with self.lock:
+            self.waiting.remove(key)
             old = self.pods.pop(key, None)
             if old is not None:
                 self.by_node.get(old.node, set()).discard(key)
@@ -232,6 +236,7 @@ class ClusterState:
             fresh = ClusterState(max_gpus=g, max_residents=k)
             lock, ready, version, clock = self.lock, self.ready, self.version, self._row_clock
             index_version = self.index_version
+            fresh.waiting.gang_min = dict(self.waiting.gang_min)  # PodGroups are listed apart
             self.__dict__.update(fresh.__dict__)
             self.lock, self.ready, self.version = lock, ready, version + 1
             self._row_clock = clock + 1  # never reuse a clock value: caches key on it
@@ -259,6 +264,7 @@ class ClusterState:
                   for p in pods]
         with self.lock:
             keys = {p.key for p in parsed}
+            self.waiting.keep_only(keys)
             for key in [k for k in self.pods if k not in keys]:
                 ns, _, name = key.partition("/")
                 self.delete_pod(ns, name)

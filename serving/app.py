@@ -129,6 +129,9 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
             metrics.REFUSED.labels(kind).set(1 if store.status[kind].refused_version else 0)
         if hook is not None:
             hook.readiness()
+            from scheduler_hook import indicators
+
+            indicators.refresh(hook.state)
         return Response(generate_latest(), media_type=CONTENT_TYPE_LATEST)
 
     def _speeds(m: Any, rows: list[dict]) -> list[list[float]]:

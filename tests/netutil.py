@@ -25,3 +25,14 @@ def wait_ready(get: Callable, url: str, proc: subprocess.Popen, timeout_s: float
             pass
         assert time.time() < deadline and proc.poll() is None, f"{url} never became ready"
         time.sleep(0.1)
+
+
+def start_serve(args: list[str], root, env: dict | None = None) -> tuple[subprocess.Popen, str]:
+    """`foresight serve ARGS --port N` on loopback as a user runs it; (process, base URL)."""
+    import sys
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", *args,
+                             "--port", str(port)], cwd=root, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    return proc, f"http://127.0.0.1:{port}"

@@ -12,6 +12,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
+import scheduler_hook.indicators  # noqa: F401 - registers the cluster indicators
 import scheduler_hook.metrics  # noqa: F401 - registers the extender's metrics
 import serving.metrics  # noqa: F401 - registers the API's metrics
 
@@ -54,7 +55,7 @@ def test_promtool_checks_the_rules_and_their_unit_tests():
     check = subprocess.run(["promtool", "check", "rules", str(RULES)], capture_output=True,
                            text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    assert "SUCCESS: 8 rules found" in check.stdout
+    assert "SUCCESS: 11 rules found" in check.stdout
     unit = subprocess.run(["promtool", "test", "rules", "alerts-test.yaml"], cwd=MON,
                           capture_output=True, text=True)
     assert unit.returncode == 0, unit.stdout + unit.stderr
@@ -85,7 +86,10 @@ def test_dashboard_covers_what_an_operator_asks():
     for metric in ("foresight_extender_latency_seconds_bucket", "foresight_extender_fallback",
                    "foresight_model_created_timestamp_seconds", "foresight_api_model_version",
                    "foresight_model_backtest_error", "foresight_model_baseline_error",
-                   "foresight_extender_filter_nodes_total"):
+                   "foresight_extender_filter_nodes_total", "foresight_cluster_gpus_free",
+                   "foresight_cluster_fragmentation_ratio", "foresight_queue_pending_pods",
+                   "foresight_queue_oldest_pending_seconds", "foresight_gangs_partially_placed",
+                   "foresight_cluster_gpus_unhealthy"):
         assert metric in text, metric
     dash = json.loads((MON / "foresight-dashboard.json").read_text())
     boxes = [(p["gridPos"]["x"], p["gridPos"]["y"], p["gridPos"]["w"], p["gridPos"]["h"])

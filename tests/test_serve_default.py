@@ -3,13 +3,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 
 from forecaster.interference import InterferenceModel
-from netutil import free_port, wait_ready
+from netutil import start_serve, wait_ready
 from test_interference import FAST, make_pairs
 from training.registry import Registry
 
@@ -37,11 +36,7 @@ def _no_cluster_env(tmp: Path) -> dict[str, str]:
 
 
 def _serve(args: list[str], tmp: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", *args,
-                             "--port", str(port)], cwd=ROOT, env=_no_cluster_env(tmp),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    return proc, f"http://127.0.0.1:{port}"
+    return start_serve(args, ROOT, env=_no_cluster_env(tmp))
 
 
 def test_serve_with_no_cluster_serves_the_api_and_says_the_extender_is_off(tmp_path):

@@ -153,7 +153,7 @@ class DemandForecaster:
         p50 = self._raw(des, val_rows, m)
         self._select(des, val_rows, p50)
         self.q_ = self._conformal(des, val_rows, p50)
-        self.q_lo_, self.q_hi_ = self.q_["*"][MODEL]
+        self.q_lo_, self.q_hi_ = self._q("*", MODEL)
         self.val_ = {"n_origins": int(val_rows.sum()), "start": str(val_start)}
         # Refit on all training origins: the calibration above is a slight over-estimate of error.
         self.model_ = self._lgb().fit(des.X[ok & (ends <= end)], target[ok & (ends <= end)])
@@ -172,7 +172,8 @@ class DemandForecaster:
             z = (y - v) / (self._zscale(des)[rows] if name == MODEL else des.scale[rows])
             for uid in ("*", *pd.unique(ids)):
                 zz = z[np.isfinite(z) & ((ids == uid) | (uid == "*"))]
-                if len(zz) >= 50:  # fewer: a per-series quantile is noise; use pooled
+                # under 50 points a per-series quantile is noise: the series uses the pooled one
+                if len(zz) >= (1 if uid == "*" else 50):
                     out.setdefault(str(uid), {})[name] = [float(np.quantile(zz, a)),
                                                           float(np.quantile(zz, 1 - a))]
         return out

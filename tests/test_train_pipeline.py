@@ -62,6 +62,9 @@ def test_first_run_publishes_every_kind_with_backtest_and_report(history, tmp_pa
     text = html.read_text()
     # per kind a backtest plot and a version-history plot, plus the fingerprint bars
     assert len(re.findall(r'src="data:image/png;base64,[A-Za-z0-9+/=]{200,}"', text)) >= 9
+    # each plot carries a one-line reading with numbers in it
+    captions = re.findall(r"<figcaption>([^<]*)</figcaption>", text)
+    assert len(captions) >= 9 and all(re.search(r"\d", c) for c in captions)
 
     # second run on the same data: identical artifacts are not published again
     again = {k.kind: k for k in _run(history, reg, kinds=("interference", "demand")).kinds}

@@ -37,7 +37,7 @@ def _png(fig) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _history_plot(reg: Registry, kind: str) -> str | None:
+def _history_plot(reg: Registry, kind: str) -> tuple[str, str] | None:
     rows = []
     for body in reg.history(kind):
         m = body.get("metrics") or {}
@@ -56,10 +56,15 @@ def _history_plot(reg: Registry, kind: str) -> str | None:
     if cur is not None:
         ax.axvline(int(cur), color="g", ls="--", lw=0.8, label=f"current v{cur}")
     ax.set_xlabel("version")
-    ax.set_title(f"{kind}: backtest metric across versions")
+    ax.set_title(f"{kind}: backtest metric across versions", fontsize=9)
     ax.set_xticks(df["version"])
     ax.legend(fontsize=7)
-    return _png(fig)
+    last = df.iloc[-1]
+    reading = (f"v{int(last['version'])}: {last['metric']} {last['value']:.4g}"
+               + (f" vs best baseline {last['baseline']:.4g} on its window"
+                  if pd.notna(last["baseline"]) else "")
+               + (f"; v{cur} in service." if cur is not None else "; none in service."))
+    return _png(fig), reading
 
 
 def _table(d: dict) -> str:
@@ -108,17 +113,19 @@ def write_report(result: RunResult, registry: str, out_dir: str | Path) -> tuple
             for draw in (mod.plot, getattr(mod, "extra_plot", None)):
                 if draw is not None:
                     fig, ax = plt.subplots(figsize=(6, 3.6))
-                    draw(k.predictions, ax)
-                    imgs.append(_png(fig))
+                    reading = draw(k.predictions, ax)
+                    imgs.append((_png(fig), reading or ""))
         hist = _history_plot(reg, k.kind)
         if hist:
             imgs.append(hist)
-        parts += [f'<img alt="{k.kind} plot" src="data:image/png;base64,{b}">' for b in imgs]
+        parts += [f'<figure><img alt="{k.kind} plot" src="data:image/png;base64,{b}">'
+                  f"<figcaption>{html.escape(r)}</figcaption></figure>" for b, r in imgs]
     parts += ["<h2>Stage times (s)</h2>", _table(result.stages),
               f"<p>peak resident memory {result.peak_mb:.0f} MB</p>"]
     style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:"
              "collapse;margin:6px 0}th,td{border:1px solid #ccc;padding:2px 8px;text-align:left;"
-             "font-size:13px}img{margin:6px;border:1px solid #eee}")
+             "font-size:13px}img{border:1px solid #eee}figure{display:inline-block;margin:6px;"
+             "max-width:560px;vertical-align:top}figcaption{font-size:13px;color:#333}")
     rpath = out / "report.html"
     rpath.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>Foresight "
                      f"training report</title><style>{style}</style></head><body>"

@@ -7,8 +7,9 @@ A kind module defines `NAME`, `PRIMARY` (a backtest metric, lower is better) and
   score(model, test, train) -> (metrics, predictions)   backtest, with baselines
   save(model, dir) / load(dir) -> model    the estimator's own files (no pickle)
   features(model) -> list[str]
-  plot(predictions, ax) -> None            one matplotlib panel for report.html
-  extra_plot(predictions, ax)              optional second panel
+  plot(predictions, ax) -> str             one matplotlib panel for report.html; returns the
+                                           one-line reading printed under it
+  extra_plot(predictions, ax) -> str       optional second panel
 It raises SkipKind when the history cannot train it (too few pairs, no queues, ...).
 """
 from __future__ import annotations

@@ -177,15 +177,14 @@ def features(model) -> list[str]:
     return list(model.features_)
 
 
-def plot(pred: pd.DataFrame, ax) -> None:
+def plot(pred: pd.DataFrame, ax) -> str:
+    from training.plots import forecast_panel, inside, mae, title
+
     q = pred.groupby("unique_id")["y_true"].sum().idxmax()  # the busiest queue
     p = pred[pred["unique_id"] == q].sort_values("origin")
-    t = pd.to_datetime(p["origin"])
-    ax.fill_between(t, p["p10"], p["p90"], alpha=0.25, label="p10-p90")
-    ax.plot(t, p["y_true"], "k-", lw=1.2, label="actual")
-    ax.plot(t, p["p50"], "-", lw=1.2, label="forecast p50")
-    ax.plot(t, p["persistence"], ":", lw=1, label="persistence")
-    ax.set_title(f"demand backtest, queue {q}: GPUs arriving over the next horizon")
-    ax.set_ylabel("GPUs requested")
-    ax.legend(fontsize=7)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+    forecast_panel(ax, p, "persistence", "persistence", "GPUs requested", low=0.0)
+    title(ax, f"demand backtest, queue {q}: GPUs requested over the next horizon, "
+              "forecast at each origin")
+    return (f"Queue {q}: p50 MAE {mae(p['p50'], p['y_true']):.3g} GPUs vs persistence "
+            f"{mae(p['persistence'], p['y_true']):.3g}; the actual lies inside [p10, p90] at "
+            f"{inside(p['y_true'], p['p10'], p['p90']):.0%} of origins (80 % nominal).")

@@ -119,7 +119,7 @@ def features(model: Bundle) -> list[str]:
     return list(CAT_FEATURES + NUM_FEATURES)
 
 
-def plot(pred: pd.DataFrame, ax) -> None:
+def plot(pred: pd.DataFrame, ax) -> str:
     share = pred.attrs.get("phase_share")
     if share:  # the fingerprints themselves: time share of each phase per workload
         df = pd.DataFrame(share).T.fillna(0.0)
@@ -127,15 +127,14 @@ def plot(pred: pd.DataFrame, ax) -> None:
         df.plot.barh(stacked=True, ax=ax, width=0.8, legend=True)
         ax.legend(fontsize=6, ncol=4, loc="lower right")
         ax.set_xlabel("share of run time")
-        ax.set_title("fingerprints: phase time share per workload (training pods)")
-        return
-    ax.scatter(pred["y"] / 1024, pred["p50"] / 1024, s=10, label="p50")
-    ax.scatter(pred["y"] / 1024, pred["upper"] / 1024, s=8, marker="^", label="upper")
-    ax.set_xlabel("actual peak FB (GiB)")
-    ax.set_ylabel("predicted (GiB)")
+        ax.set_title("fingerprints: phase time share per workload (training pods)", fontsize=9)
+        top = df.idxmax(axis=1)
+        return ("Largest phase per workload: " +
+                ", ".join(f"{w} {ph} {df.at[w, ph]:.0%}" for w, ph in list(top.items())[:6]) + ".")
+    return extra_plot(pred, ax)
 
 
-def extra_plot(pred: pd.DataFrame, ax) -> None:
+def extra_plot(pred: pd.DataFrame, ax) -> str:
     """Predicted (before start) vs actual peak framebuffer of the backtest pods."""
     lim = float(max(pred["y"].max(), pred["upper"].max())) / 1024 * 1.05
     ax.scatter(pred["y"] / 1024, pred["p50"] / 1024, s=12, label="p50")
@@ -144,5 +143,8 @@ def extra_plot(pred: pd.DataFrame, ax) -> None:
     ax.plot([0, lim], [0, lim], "k--", lw=0.8)
     ax.set_xlabel("actual peak framebuffer (GiB)")
     ax.set_ylabel("predicted before start (GiB)")
-    ax.set_title("new-job peak framebuffer: backtest pods")
+    ax.set_title("new-job peak framebuffer, predicted before start: backtest pods", fontsize=9)
     ax.legend(fontsize=7)
+    return (f"{len(pred)} pods: the upper bound covers the actual peak of "
+            f"{float((pred['y'] <= pred['upper']).mean()):.0%}; p50 MAE "
+            f"{float((pred['p50'] - pred['y']).abs().mean()) / 1024:.2g} GiB.")

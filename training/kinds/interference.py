@@ -101,12 +101,16 @@ def features(model) -> list[str]:
     return list(model.feature_names_)
 
 
-def plot(pred: pd.DataFrame, ax) -> None:
+def plot(pred: pd.DataFrame, ax) -> str:
     ax.scatter(pred["y"], pred["pred"], s=8, alpha=0.6, label="point")
     ax.scatter(pred["y"], pred["p10"], s=5, alpha=0.4, marker="v", label="p10")
     lo, hi = 0.0, max(1.1, float(pred[["y", "pred"]].max().max()))
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
     ax.set_xlabel("measured speed (co-located / solo)")
     ax.set_ylabel("predicted speed")
-    ax.set_title("interference: predicted vs true (backtest episodes)")
+    ax.set_title("interference: predicted vs measured speed (backtest episodes)", fontsize=9)
     ax.legend(loc="upper left", fontsize=7)
+    below = float((pred["y"] < pred["p10"]).mean())
+    return (f"{len(pred)} episodes: MAE {float((pred['pred'] - pred['y']).abs().mean()):.3g}; "
+            f"the measured speed falls below the pessimistic p10 in {below:.0%} of them "
+            "(10 % nominal).")

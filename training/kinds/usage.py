@@ -99,15 +99,15 @@ def features(model) -> list[str]:
     return list(model.features_)
 
 
-def plot(pred: pd.DataFrame, ax) -> None:
+def plot(pred: pd.DataFrame, ax) -> str:
+    from training.plots import forecast_panel, inside, mae, title
+
     uid = pred["unique_id"].value_counts().index[0]  # the longest-running series
     p = pred[pred["unique_id"] == uid].sort_values("origin")
-    t = pd.to_datetime(p["origin"])
-    ax.fill_between(t, p["p10"], p["p90"], alpha=0.25, label="p10-p90")
-    ax.plot(t, p["y_true"], "k-", lw=1, label="actual (mean over horizon)")
-    ax.plot(t, p["p50"], "-", lw=1, label="forecast p50")
-    ax.plot(t, p["mean_last_h"], ":", lw=1, label="mean of last horizon")
-    ax.set_title(f"usage backtest: {uid.split('/')[1]}", fontsize=9)
-    ax.set_ylabel("SM active")
-    ax.legend(fontsize=7)
-    ax.tick_params(axis="x", labelrotation=30, labelsize=7)
+    # SM activity is a ratio: the band stays in [0, 1]
+    forecast_panel(ax, p, "mean_last_h", "mean of last horizon", "SM active", 0.0, 1.0)
+    title(ax, f"usage backtest, pod {uid.split('/')[1]}: mean SM activity over the next "
+              "horizon")
+    return (f"Pod {uid.split('/')[1]}: p50 MAE {mae(p['p50'], p['y_true']):.3g} vs mean of "
+            f"the last horizon {mae(p['mean_last_h'], p['y_true']):.3g}; inside [p10, p90] at "
+            f"{inside(p['y_true'], p['p10'], p['p90']):.0%} of origins.")

@@ -2,7 +2,7 @@
 registry, behind the narrow interfaces of scheduler_hook.providers.
 
 Interference and fingerprint models are wrapped by the same adapters the REST API uses
-(serving.providers), so the extender and the API score with the same numbers. Each loader
+(artifacts.adapters), so the extender and the API score with the same numbers. Each loader
 raises when the registry has nothing usable; load_registry records why and the slot stays
 missing (fallback scoring).
 """
@@ -13,27 +13,27 @@ from typing import Any
 
 def _current(registry: str, kind: str) -> tuple[Any, str]:
     """(model, version) of the version `current` points at, verified by the registry."""
-    from training.kinds import load_kind
-    from training.registry import Registry
+    from artifacts.models import load_model
+    from artifacts.registry import Registry
 
     reg = Registry(registry)
     version = reg.current(kind)
     if version is None:
         raise LookupError(f"no {kind} model published in {registry}")
     path, _ = reg.fetch(kind, version)
-    return load_kind(kind).load(path), version
+    return load_model(kind, path), version
 
 
 def interference(registry: str) -> Any:
     """InterferenceProvider over the registry's interference model."""
-    from serving.providers import InterferenceAdapter
+    from artifacts.adapters import InterferenceAdapter
 
     return InterferenceAdapter(_current(registry, "interference")[0])
 
 
 def fingerprint(registry: str) -> Any:
     """FingerprintProvider over the registry's fingerprint bundle."""
-    from serving.providers import FingerprintAdapter
+    from artifacts.adapters import FingerprintAdapter
 
     return FingerprintAdapter(_current(registry, "fingerprint")[0])
 

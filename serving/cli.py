@@ -13,7 +13,7 @@ def build_api(only: str, hook: Any, registry: Path | None, reload_s: float,
     """(app or None for the extender alone, poller or None). Loads the models once now."""
     from serving.app import Settings, create_api
     from serving.demand import DemandService
-    from serving.providers import install
+    from artifacts.adapters import install
     from serving.security import read_token
     from serving.store import ModelStore, Poller
 

@@ -55,9 +55,9 @@ class ModelStore:
     def _load(self, kind: str, path: Any) -> Any:
         if self.loader is not None:
             return self.loader(kind, path)
-        from training.kinds import load_kind
+        from artifacts.models import load_model
 
-        return load_kind(kind).load(path)
+        return load_model(kind, path)
 
     def refresh(self) -> dict[str, str]:
         """Load every kind whose `current` version differs from the one in service.
@@ -72,7 +72,7 @@ class ModelStore:
         if not self.registry:
             st.error = "no --registry given"
             return f"missing: {st.error}"
-        from training.registry import Registry
+        from artifacts.registry import Registry
 
         have = self.models.get(kind)
         version = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 from foresight.cli import main
-from training.registry import Registry
+from artifacts.registry import Registry
 
 
 def test_demo_publishes_every_model_then_keeps_them(tmp_path, capsys):

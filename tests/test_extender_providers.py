@@ -48,7 +48,7 @@ def _state() -> ClusterState:
 
 
 def test_default_loaders_give_model_providers_and_fallback_without_registry(registry):
-    from serving.providers import FingerprintAdapter, InterferenceAdapter
+    from artifacts.adapters import FingerprintAdapter, InterferenceAdapter
 
     cfg = load_config()
     prov = load_registry(str(registry), cfg["loaders"], float(cfg["model_max_age_s"]), cfg=cfg)
@@ -77,7 +77,7 @@ def test_default_loaders_give_model_providers_and_fallback_without_registry(regi
 def test_demand_provider_reads_the_published_mix_and_reserves_forecast_queue_demand(
         registry, tmp_path):
     from training.kinds import load_kind
-    from training.registry import Registry
+    from artifacts.registry import Registry
 
     path, _ = Registry(registry).fetch("demand")
     model = load_kind("demand").load(path)
@@ -177,6 +177,6 @@ def test_serve_reload_loop_refreshes_only_the_slots_the_api_store_does_not_feed(
     stop.set()
     t.join(10)
     assert isinstance(hook.providers.fresh("demand"), DemandProvider)
-    # interference and fingerprint come from the API's model store (serving.providers.install)
+    # interference and fingerprint come from the API's model store (artifacts.adapters.install)
     assert hook.providers.fresh("interference") is None
     assert hook.providers.fresh("fingerprint") is None

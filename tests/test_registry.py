@@ -13,7 +13,7 @@ import pytest
 
 from foresight.cli import main
 from foresight.errors import ForesightError
-from training.registry import PUBLISH_STEPS, Registry, manifest_checksum
+from artifacts.registry import PUBLISH_STEPS, Registry, manifest_checksum
 
 ROOT = Path(__file__).resolve().parents[1]
 FIELDS = {"features": ["x0", "x1"], "training_window": {"start": "2026-01-01", "end": "2026-01-02"},
@@ -82,7 +82,7 @@ def test_exception_between_every_publish_step_keeps_current_loadable(tmp_path: P
 _CHILD = textwrap.dedent("""
     import os, sys
     sys.path.insert(0, {root!r})
-    from training.registry import Registry
+    from artifacts.registry import Registry
     def fault(name):
         if name == {step!r}:
             os._exit(9)  # like SIGKILL: no cleanup, no finally

@@ -10,7 +10,7 @@ import httpx
 from forecaster.interference import InterferenceModel
 from netutil import start_serve, wait_ready
 from test_interference import FAST, make_pairs
-from training.registry import Registry
+from artifacts.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

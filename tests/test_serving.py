@@ -22,9 +22,9 @@ from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.providers import ProviderSet
 from scheduler_hook.state import ClusterState
 from serving.app import Settings, create_api
-from serving.providers import install
+from artifacts.adapters import install
 from serving.store import ModelStore
-from training.registry import Registry
+from artifacts.registry import Registry
 from netutil import free_port, wait_ready
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -399,7 +399,7 @@ def test_swap_under_concurrent_load_drops_no_request(reg_copy):
 
 
 def test_import_does_no_model_work():
-    code = ("import sys, serving.app, serving.store, serving.providers;"
+    code = ("import sys, serving.app, serving.store, artifacts.adapters;"
             "assert 'lightgbm' not in sys.modules, 'lightgbm imported';"
             "from serving.store import ModelStore; s = ModelStore('/nonexistent');"
             "assert s.models == {}")

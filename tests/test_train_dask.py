@@ -15,7 +15,7 @@ from training import sources  # noqa: E402
 from training.dask_fit import connect  # noqa: E402
 from training.kinds import load_kind  # noqa: E402
 from training.pipeline import TrainConfig, run  # noqa: E402
-from training.registry import Registry  # noqa: E402
+from artifacts.registry import Registry  # noqa: E402
 
 CFG = dict(holdout=pd.Timedelta("18h"), n_estimators=40, threads=1, demand_freq="1h",
            demand_horizon=3, kinds=("interference", "demand", "usage"))

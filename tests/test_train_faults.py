@@ -17,7 +17,7 @@ from foresight.cli import main
 from training import sources
 from training.hygiene import clean_samples
 from training.pipeline import TrainConfig, run
-from training.registry import Registry
+from artifacts.registry import Registry
 
 CFG = dict(holdout=pd.Timedelta("18h"), n_estimators=30, threads=1, demand_freq="1h",
            demand_horizon=3, kinds=("demand",))

@@ -11,7 +11,7 @@ import pytest
 
 from training import sources
 from training.pipeline import TrainConfig, gate, run
-from training.registry import Registry
+from artifacts.registry import Registry
 from training.report import write_report
 
 CFG = dict(holdout=pd.Timedelta("18h"), n_estimators=40, threads=1, demand_freq="1h",

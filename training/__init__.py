@@ -1,6 +1,6 @@
-"""The retraining job and the model registry.
+"""The retraining job: it publishes through artifacts.registry (the bottom of the house).
 
-- `training.registry.Registry(root)`: immutable `models/<kind>/<version>/` + atomic `current`;
+- `artifacts.registry.Registry(root)`: immutable `models/<kind>/<version>/` + atomic `current`;
   `Registry(root).fetch(kind)` -> (verified local model dir, manifest) is what serving loads.
 - `training.pipeline.run(history, registry, TrainConfig)`: fetch -> hygiene -> per kind
   features -> fit -> backtest -> compare with the model in service -> gate -> publish.

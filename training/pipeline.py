@@ -30,7 +30,7 @@ from foresight import __version__
 from foresight.errors import ForesightError
 from training.hygiene import clean_samples
 from training.kinds import KINDS, SkipKind, load_kind
-from training.registry import Registry
+from artifacts.registry import Registry
 from training.sources import TRAINING_METRICS, History
 
 

@@ -15,7 +15,7 @@ import pandas as pd  # noqa: E402
 
 from training.kinds import load_kind  # noqa: E402
 from training.pipeline import RunResult, best_baseline  # noqa: E402
-from training.registry import Registry  # noqa: E402
+from artifacts.registry import Registry  # noqa: E402
 
 
 def metrics_doc(result: RunResult, registry: str) -> dict:

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
     @sub.command("list")
     def list_(registry: str = _REG) -> None:
         """Every version of every model kind; * marks the one in service."""
-        from training.registry import Registry
+        from artifacts.registry import Registry
 
         reg = Registry(registry)
         table = Table(title=f"models in {registry}")
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
                  version: str = typer.Argument(..., help="Version to put back in service."),
                  registry: str = _REG) -> None:
         """Point `current` of KIND at VERSION (which must verify)."""
-        from training.registry import Registry
+        from artifacts.registry import Registry
 
         reg = Registry(registry)
         before = reg.current(kind)
@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
     @sub.command("verify")
     def verify(registry: str = _REG) -> None:
         """Check every artifact's checksum and schema; exit 1 naming each bad file."""
-        from training.registry import Registry
+        from artifacts.registry import Registry
 
         reg = Registry(registry)
         problems = reg.verify()

@@ -70,7 +70,7 @@ def build_extender(snapshot: Path | None, registry: Path | None, config: Path | 
     return hook, ClusterWatcher(state, api, workload_labels=labels)
 
 
-#: Slots the API's model store fills on every swap (serving.providers.install): their config
+#: Slots the API's model store fills on every swap (artifacts.adapters.install): their config
 #: loaders would only load the same models a second time.
 STORE_FED = ("interference", "fingerprint")
 

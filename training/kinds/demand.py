@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from artifacts.models import SHAPE_MIX_FILE, load_model
 from training.kinds import SkipKind
 
 NAME = "demand"
@@ -76,7 +77,6 @@ def fit_dask(train: dict, cfg, client):
 # The forecast mix of pod shapes (gpus, milli-GPU per GPU, as the scheduler hook counts them)
 # is published inside the demand artifact, as `shape_mix.json`: the API's /v1/demand and the
 # hook's fragmentation score need it, and it is learned from the same arrivals and window.
-SHAPE_MIX_FILE = "shape_mix.json"
 
 
 def _shapes(pods: pd.DataFrame) -> pd.DataFrame:
@@ -165,12 +165,7 @@ def save(model, path: Path) -> None:
 
 
 def load(path: Path):
-    from forecaster.demand import DemandForecaster
-
-    model = DemandForecaster.load(path)
-    f = Path(path) / SHAPE_MIX_FILE  # absent in versions published before the mix was
-    model.shape_mix_ = json.loads(f.read_text()) if f.is_file() else None
-    return model
+    return load_model(NAME, path)
 
 
 def features(model) -> list[str]:

@@ -9,22 +9,16 @@ Baseline: the median peak of the training pods. The artifact holds both files.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from artifacts.models import Bundle, load_model
 from training.kinds import SkipKind
 
 NAME = "fingerprint"
 PRIMARY = "mae"
-
-
-@dataclass
-class Bundle:
-    fingerprints: object  # forecaster.fingerprint.FingerprintModel (None when loaded w/o it)
-    predictor: object  # forecaster.fingerprint_predict.NewJobPredictor
 
 
 def _key(df: pd.DataFrame) -> pd.Series:
@@ -106,11 +100,7 @@ def save(model: Bundle, path: Path) -> None:
 
 
 def load(path: Path) -> Bundle:
-    from forecaster.fingerprint import FingerprintModel
-    from forecaster.fingerprint_predict import NewJobPredictor
-
-    return Bundle(FingerprintModel.load(path / "fingerprints.json"),
-                  NewJobPredictor.load(path / "predictor"))
+    return load_model(NAME, path)
 
 
 def features(model: Bundle) -> list[str]:

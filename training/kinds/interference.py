@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from artifacts.models import load_model
 from training.kinds import SkipKind
 
 NAME = "interference"
@@ -92,9 +93,7 @@ def save(model, path: Path) -> None:
 
 
 def load(path: Path):
-    from forecaster.interference import InterferenceModel
-
-    return InterferenceModel.load(path)
+    return load_model(NAME, path)
 
 
 def features(model) -> list[str]:

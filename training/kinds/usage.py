@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from artifacts.models import load_model
 from training.kinds import SkipKind
 
 NAME = "usage"
@@ -90,9 +91,7 @@ def save(model, path: Path) -> None:
 
 
 def load(path: Path):
-    from forecaster.usage import UsageForecaster
-
-    return UsageForecaster.load(path)
+    return load_model(NAME, path)
 
 
 def features(model) -> list[str]:

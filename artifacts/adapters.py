@@ -12,7 +12,7 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from serving.cache import LRU
+from artifacts.lru import LRU
 
 
 class InterferenceAdapter:

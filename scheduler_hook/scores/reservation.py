@@ -18,6 +18,13 @@ def empty_gpus(ctx: Context) -> tuple[np.ndarray, float]:
     return per_node[ctx.rows], float(per_node.sum())
 
 
+def reservation_breaks(mine: np.ndarray, total: float, reserved: float) -> np.ndarray:
+    """(n,) bool: taking the node (``mine`` whole GPUs if empty, else 0) would leave fewer
+    than ``reserved`` whole GPUs free on empty nodes (``total`` of them now). The one rule that
+    the extender's score and the timeline replay (simulator/timeline) both apply."""
+    return (mine > 0) & (total - mine < reserved)
+
+
 class Reservation:
     name = "reservation"
 
@@ -31,7 +38,7 @@ class Reservation:
             return constant(ctx, 1.0, "no GPU requested")
         reserved = float(model.reserved_whole_gpus())
         mine, total = empty_gpus(ctx)
-        breaks = (mine > 0) & (total - mine < reserved)
+        breaks = reservation_breaks(mine, total, reserved)
         value = np.where(breaks, 0.0, 1.0)
 
         def reason(j: int) -> str:

@@ -1,0 +1,109 @@
+"""`foresight timeline`: replay over time with departures, queues and gangs (issue 16)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.errors import ForesightError
+
+console = Console()
+DEFAULT_NODES = Path("openb-2023") / "csv" / "openb_node_list_gpu_node.csv"
+
+
+def timeline_cmd(
+    nodes: Optional[Path] = typer.Option(None, "--nodes", help="openb node CSV (default "
+                                         "../shared/traces/openb-2023/csv/openb_node_list_gpu_"
+                                         "node.csv)."),
+    profiles: str = typer.Option("helios", "--profile", help="Arrival profile(s), comma-"
+                                 "separated: helios (per-VC Helios Earth), dlrm (Alibaba DLRM)."),
+    seeds: str = typer.Option("0", "--seeds", help="e.g. 0-4 or 100,101."),
+    days: float = typer.Option(14.0, "--days", help="Measured days (after 1 day of warm-up)."),
+    policies: str = typer.Option("all", "--policies", help="bestfit, fgd, foresight, "
+                                 "foresight-reserve, foresight-flat, or 'all'."),
+    load: float = typer.Option(0.8, "--load", help="Offered GPU-seconds per GPU-second."),
+    no_gang: bool = typer.Option(False, "--no-gang", help="Place gang pods one by one (no "
+                                 "all-or-nothing): shows gang deadlocks."),
+    reserve_for: str = typer.Option("big", "--reserve-for", help="Jobs the reservation is "
+                                    "for: big (8-GPU and gang) or gang."),
+    horizon: int = typer.Option(3, "--horizon", help="Forecast horizon in 10-minute bins."),
+    quantile: str = typer.Option("p50", "--quantile", help="Forecast quantile reserved: p10, "
+                                 "p50 or p90."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Write the summaries as JSON."),
+    plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of allocation and queue "
+                                        "length over time (first profile and seed)."),
+) -> None:
+    """Replay jobs over time (arrivals, departures, priority FIFO with backfill, gangs) on the
+    openb cluster and compare policies on queueing delay and allocation."""
+    from simulator.replay.compare import parse_seeds, shared_traces_dir
+    from simulator.replay.data import load_nodes
+    from simulator.timeline.policies import POLICIES
+    from simulator.timeline.workload import PROFILES
+
+    profs = [p.strip() for p in profiles.split(",") if p.strip()]
+    bad = [p for p in profs if p not in PROFILES]
+    if not profs or bad:
+        raise ForesightError(f"unknown --profile {','.join(bad) or profiles!r}; choose from "
+                             f"{', '.join(PROFILES)}")
+    pols = list(POLICIES) if policies == "all" else [p.strip() for p in policies.split(",")]
+    bad = [p for p in pols if p not in POLICIES]
+    if not pols or bad:
+        raise ForesightError(f"unknown --policies {','.join(bad)!r}; choose from "
+                             f"{', '.join(POLICIES)} or all")
+    if not 0 < days <= 60:
+        raise ForesightError("--days must be in (0, 60]")
+    if not 0 < load <= 2:
+        raise ForesightError("--load must be in (0, 2]")
+    if reserve_for not in ("big", "gang"):
+        raise ForesightError("--reserve-for must be big or gang")
+    if quantile not in ("p10", "p50", "p90"):
+        raise ForesightError("--quantile must be p10, p50 or p90")
+    if not 1 <= horizon <= 36:
+        raise ForesightError("--horizon must be between 1 and 36 bins")
+    seed_list = parse_seeds(seeds)
+    path = nodes or shared_traces_dir() / DEFAULT_NODES
+    if not path.is_file():
+        raise ForesightError(f"nodes file not found: {path} (give --nodes)")
+    cluster = load_nodes(path)
+    from simulator.timeline.plot import plot_timeline
+    from simulator.timeline.run import CaseConfig, run_case
+
+    rows: list[dict] = []
+    for prof in profs:
+        for seed in seed_list:
+            cfg = CaseConfig(profile=prof, seed=seed, days=days, load=load, gang=not no_gang,
+                             reserve_for=reserve_for, horizon=horizon, quantile=quantile,
+                             policies=tuple(pols))
+            got, raw = run_case(cluster, cfg, keep=plot is not None and not rows)
+            rows += got
+            if raw:
+                plot_timeline({k: v.samples for k, v in raw.items()}, plot,
+                              f"{prof} seed {seed}")
+    _table(rows)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_suffix(out.suffix + ".tmp")
+        tmp.write_text(json.dumps(rows, indent=1))
+        tmp.replace(out)
+
+
+def _table(rows: list[dict]) -> None:
+    t = Table(title="queueing delay p50 / p95 (min) per size class")
+    for col in ("profile", "seed", "policy", "frac", "1", "2-4", "8", "gang", "alloc %",
+                "frag-blocked jobs", "deadlocks", "cpu s"):
+        t.add_column(col)
+    for r in rows:
+        cell = [f"{r[c]['p50_min']} / {r[c]['p95_min']}" for c in ("frac", "1", "2-4", "8",
+                                                                    "gang")]
+        t.add_row(r["profile"], str(r["seed"]), r["policy"], *cell, f"{r['alloc_mean']:.2f}",
+                  str(r["frag_blocked_jobs"]), str(r["gang_deadlocks"]),
+                  str(r["cpu_seconds"]))
+    console.print(t)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("timeline")(timeline_cmd)

@@ -1,0 +1,79 @@
+"""Cluster state of the timeline replay: the openb replay's arrays plus departures.
+
+Pods here ask GPUs only (CPU and memory are left at 0: the question is GPU fragmentation).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from simulator.replay.cluster import MILLI, Cluster
+from simulator.replay.data import Nodes
+
+
+class TimelineCluster(Cluster):
+    """`simulator.replay.cluster.Cluster` with ``release`` and cheap fit aggregates."""
+
+    def __init__(self, nodes: Nodes) -> None:
+        super().__init__(nodes)
+        self.whole = self.nodes.gpus.astype(np.int64).copy()  # fully free GPUs per node
+        self.maxfree = np.where(self.nodes.gpus > 0, MILLI, 0).astype(np.int64)
+        self.node_free = self.gpu_free.sum(axis=1)  # free milli per node
+        self.empty_version = 0  # bumped when a node turns empty or stops being empty
+
+    def _refresh(self, node: int) -> None:
+        row = self.gpu_free[node]
+        was = self.whole[node] == self.nodes.gpus[node]
+        self.whole[node] = int((row >= MILLI).sum())
+        if was != (self.whole[node] == self.nodes.gpus[node]):
+            self.empty_version += 1
+        self.maxfree[node] = int(row.max())
+        self.node_free[node] = int(row.sum())
+
+    def place(self, node, first_slot, cpu, mem, num_gpu, milli):
+        slots = super().place(node, first_slot, cpu, mem, num_gpu, milli)
+        self._refresh(node)
+        return slots
+
+    def release(self, node: int, slots: list[int], num_gpu: int, milli: int) -> None:
+        """Give back what ``place`` took (the pod left)."""
+        if num_gpu == 1 and milli < MILLI:
+            self.gpu_free[node, slots[0]] += milli
+            self.allocated_milli -= milli
+        else:
+            self.gpu_free[node, slots] = MILLI
+            self.allocated_milli -= MILLI * num_gpu
+        self._refresh(node)
+
+    def empty(self) -> np.ndarray:
+        """(N,) bool: every GPU of the node is free."""
+        return self.whole == self.nodes.gpus
+
+    def aggregates(self, allowed: np.ndarray | None = None) -> "Aggregates":
+        """What a scheduling pass needs to know whether a shape fits, in O(N) once."""
+        w = self.whole if allowed is None else self.whole[allowed]
+        ge = np.cumsum(np.bincount(w, minlength=9)[::-1])[::-1]  # ge[g]: nodes with >= g
+        mf = self.maxfree if allowed is None else self.maxfree[allowed]
+        g = self.node_free if allowed is None else self.node_free[allowed]
+        return Aggregates(ge.tolist(), int(mf.max()) if mf.size else 0, int(w.sum()),
+                          int(g.sum()))
+
+
+class Aggregates:
+    """Free capacity summaries of (part of) the cluster."""
+
+    __slots__ = ("ge", "maxfree", "whole", "milli")
+
+    def __init__(self, ge: list[int], maxfree: int, whole: int, milli: int) -> None:
+        self.ge, self.maxfree, self.whole, self.milli = ge, maxfree, whole, milli
+
+    def fits(self, gpus: int, milli: int, pods: int) -> bool:
+        """``pods`` pods of ``gpus`` GPUs (``milli`` each) fit, each pod on one node."""
+        if milli < MILLI:
+            return self.maxfree >= milli
+        return len(self.ge) > gpus and self.ge[gpus] >= pods
+
+    def free_enough(self, gpus: int, milli: int, pods: int) -> bool:
+        """Enough is free in total, however it is split (whole GPUs for whole-GPU pods)."""
+        if milli < MILLI:
+            return self.milli >= milli
+        return self.whole >= gpus * pods

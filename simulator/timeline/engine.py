@@ -1,0 +1,298 @@
+"""Event-driven replay over time: arrivals, departures, priority FIFO with backfill, gangs.
+
+Every event (an arrival or a departure) runs a scheduling pass: among the pending jobs whose
+shape fits somewhere now, the first in (priority, arrival) order is placed, and so on until
+nothing pending fits (backfill: a blocked job does not stop later ones). A gang is placed
+all-or-nothing; with ``gang=False`` its pods are placed one by one as they fit and hold their
+GPUs until the last one starts (the job runs from then), which can deadlock two gangs: a
+partial gang waiting more than ``gang_timeout_s`` gives its GPUs back and queues again.
+A pass checks fits from per-node aggregates (free whole GPUs, largest free share), so a long
+queue costs O(shapes) per event, not O(jobs).
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.replay.data import Nodes
+from simulator.timeline.cluster import TimelineCluster
+from simulator.timeline.policies import Placer, trace_of
+from simulator.timeline.reserve import ReservationGate
+from simulator.timeline.workload import Jobs
+
+SAMPLE_S = 600.0
+
+
+@dataclass
+class TimelineResult:
+    policy: str
+    start: np.ndarray  # per job: start time (NaN = never started)
+    frag_blocked: np.ndarray  # per job: blocked while enough GPUs were free in fragments
+    held: np.ndarray  # per job: held back by the reservation at least once
+    samples: dict[str, np.ndarray]  # t, alloc (%), queue (jobs), queue_gpus, reserved
+    frag_events: int  # (pass, shape) episodes: a shape turned blocked-in-fragments
+    deadlocks: int  # episodes with >= 2 partial gangs, none able to finish
+    gang_restarts: int  # partial gangs that timed out and queued again
+    preemptions: int = 0
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+
+class _Gangs:
+    """Partial placements of gangs without gang semantics."""
+
+    def __init__(self) -> None:
+        self.placed: dict[int, list[tuple[int, list[int]]]] = {}
+        self.since: dict[int, float] = {}
+
+
+def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
+                 reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
+                 reserve_for: str = "gang", seed: int = 0) -> TimelineResult:
+    """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
+
+    ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
+    reserving policies. ``reserve_for``: the jobs the reservation is for, which may use it
+    (``gang``: gang pods; ``big``: gang and 8-GPU pods); every other pod is held off it.
+    Jobs arriving before ``t_start`` are not replayed (forecast history) but those still
+    running at ``t_start`` start on the cluster.
+    """
+    if reserve_for not in ("gang", "big"):
+        raise ValueError("reserve_for must be 'gang' or 'big'")
+    wall = time.perf_counter()
+    placer = Placer(policy)
+    if placer.reserve and reserved is None:
+        raise ValueError(f"policy {policy} needs a reserved-GPU schedule")
+    c = TimelineCluster(nodes)
+    sel = np.flatnonzero((jobs.arrival >= t_start) & (jobs.arrival < t_end))
+    placer.reset(c, trace_of(np.repeat(jobs.gpus[sel], jobs.pods[sel]),
+                             np.repeat(jobs.milli[sel], jobs.pods[sel])), seed)
+    gate = ReservationGate(c) if placer.reserve else None
+    n = len(jobs)
+    start = np.full(n, np.nan)
+    frag = np.zeros(n, bool)
+    held = np.zeros(n, bool)
+    where: dict[int, list[tuple[int, list[int]]]] = {}
+    pending: dict[tuple, list] = {}  # shape key -> heap of (-priority, pod rank, job)
+    blocked_at: dict[tuple, list[float]] = {}  # shape key -> times a pass found it in fragments
+    held_at: dict[tuple, list[float]] = {}
+    state: dict[tuple, int] = {}  # last pass outcome per key: 0 fits, 1 fragments, 2 held
+    departures: list[tuple[float, int]] = []
+    gangs = _Gangs()
+    counters = {"frag_events": 0, "deadlocks": 0, "restarts": 0}
+    in_deadlock = False
+    big_nodes = c.nodes.gpus >= 8
+    samples: dict[str, list[float]] = {k: [] for k in ("t", "alloc", "queue", "queue_gpus",
+                                                       "reserved", "empty8")}
+    pending_jobs = 0
+    pending_gpus = 0.0
+
+    exempt = jobs.pods > 1 if reserve_for == "gang" else jobs.gpus >= 8
+
+    def key_of(j: int) -> tuple:
+        pods = int(jobs.pods[j]) if gang else 1
+        return (int(jobs.gpus[j]), int(jobs.milli[j]), pods, bool(exempt[j]))
+
+    def push(j: int, k: tuple, rank: int = 0) -> None:
+        # without gang semantics pods of gangs queued together interleave (pod 0 of each, then
+        # pod 1, ...), as pods created by several gang controllers at once reach the queue
+        heapq.heappush(pending.setdefault(k, []), (-int(jobs.priority[j]), rank, j))
+
+    class _Agg:
+        """Aggregates over every node and over the nodes held-off pods may use, on demand."""
+
+        def __init__(self) -> None:
+            self._every = None
+            self._held = None
+
+        @property
+        def every(self):
+            if self._every is None:
+                self._every = c.aggregates()
+            return self._every
+
+        def held(self):
+            if self._held is None:
+                mask = gate.allowed(1, False)
+                self._held = (c.aggregates(mask), mask)
+            return self._held
+
+        def for_key(self, k: tuple):
+            return self.every if gate is None or k[3] else self.held()[0]
+
+        def mask(self, j: int):
+            return None if gate is None or exempt[j] else self.held()[1]
+
+    def release_pods(pl: list[tuple[int, list[int]]], g: int, m: int) -> None:
+        for node, slots in pl:
+            c.release(node, slots, g, m)
+            placer.changed(node, slots, g, m)
+
+    def place_pods(j: int, count: int, allowed) -> list[tuple[int, list[int]]] | None:
+        g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        out = []
+        for _ in range(count):
+            pick = placer.choose(g, m, allowed)
+            if pick is None:  # cannot happen after the aggregate check; undo to stay safe
+                release_pods(out, g, m)
+                return None
+            node, slot = pick
+            slots = c.place(node, slot, 0, 0, g, m)
+            placer.changed(node, slots, g, m)
+            out.append((node, slots))
+        return out
+
+    def fits(k: tuple, agg) -> bool:
+        return agg.for_key(k).fits(k[0], k[1], k[2])
+
+    def start_job(j: int, now: float, pl) -> None:
+        nonlocal pending_jobs, pending_gpus
+        where[j] = pl
+        start[j] = now
+        pending_jobs -= 1
+        pending_gpus -= float(jobs.gpu_request[j])
+        heapq.heappush(departures, (now + float(jobs.duration[j]), j))
+
+    def schedule(now: float) -> None:
+        agg = _Agg()
+        while True:
+            best = None
+            for k, heap in pending.items():
+                if heap and (best is None or heap[0] < pending[best][0]) and fits(k, agg):
+                    best = k
+            if best is None:
+                break
+            j = heapq.heappop(pending[best])[2]
+            if gang or jobs.pods[j] == 1:
+                pl = place_pods(j, int(jobs.pods[j]), agg.mask(j))
+                if pl is None:
+                    break
+                start_job(j, now, pl)
+            else:  # one pod of a gang, without gang semantics
+                pl = place_pods(j, 1, agg.mask(j))
+                if pl is None:
+                    break
+                gangs.placed.setdefault(j, []).extend(pl)
+                gangs.since.setdefault(j, now)
+                if len(gangs.placed[j]) == jobs.pods[j]:
+                    gangs.since.pop(j)
+                    start_job(j, now, gangs.placed.pop(j))
+            agg = _Agg()
+        record_blocked(now, agg)
+
+    def record_blocked(now: float, agg) -> None:
+        every = None
+        for k, heap in pending.items():
+            if not heap:
+                state.pop(k, None)
+                continue
+            g, m, pods, big = k
+            every = every or agg.every
+            if every.fits(g, m, pods):
+                s = 2  # fits but for the reservation
+            elif every.free_enough(g, m, pods):
+                s = 1
+            else:
+                s = 0
+            if s == 1:
+                blocked_at.setdefault(k, []).append(now)
+                if state.get(k) != 1:
+                    counters["frag_events"] += 1
+            elif s == 2:
+                held_at.setdefault(k, []).append(now)
+            state[k] = s
+
+    def flag(j: int, k: tuple, t1: float) -> None:
+        for times, arr in ((blocked_at.get(k), frag), (held_at.get(k), held)):
+            if times:
+                i = bisect.bisect_left(times, float(jobs.arrival[j]))
+                if i < len(times) and times[i] <= t1:
+                    arr[j] = True
+
+    def check_gangs(now: float) -> bool:
+        """Time out partial gangs, count deadlock episodes; True if GPUs were given back."""
+        nonlocal in_deadlock
+        if gang or not gangs.placed:
+            in_deadlock = False
+            return False
+        late = [j for j, t in gangs.since.items() if now - t > gang_timeout_s]
+        for j in late:
+            release_pods(gangs.placed.pop(j), int(jobs.gpus[j]), int(jobs.milli[j]))
+            gangs.since.pop(j)
+            counters["restarts"] += 1
+            # the gang is submitted again: all its pods are new, behind every pod waiting
+            k = key_of(j)
+            pending[k] = [e for e in pending.get(k, []) if e[2] != j]
+            heapq.heapify(pending[k])
+            for r in range(int(jobs.pods[j])):
+                push(j, k, 1000 * counters["restarts"] + r)
+        partial = list(gangs.placed)
+        free8 = int((c.whole[big_nodes] >= 8).sum())
+        stuck = len(partial) >= 2 and all(
+            int(jobs.pods[j]) - len(gangs.placed[j]) > free8 for j in partial)
+        if stuck and not in_deadlock:
+            counters["deadlocks"] += 1
+        in_deadlock = stuck
+        return bool(late)
+
+    # Jobs that arrived before t_start and would still run then are on the cluster at start
+    # (the forecaster's history doubles as the cluster's past): no empty-cluster transient.
+    early = np.flatnonzero((jobs.arrival < t_start) & (jobs.arrival + jobs.duration > t_start))
+    for j in early:
+        for _ in range(int(jobs.pods[j])):
+            placer.observe(int(jobs.gpus[j]), int(jobs.milli[j]))
+        pl = place_pods(int(j), int(jobs.pods[j]), None)
+        if pl is not None:
+            where[int(j)] = pl
+            heapq.heappush(departures, (float(jobs.arrival[j] + jobs.duration[j]), int(j)))
+    order = sel  # arrivals, already sorted by time
+    ai = 0
+    next_sample = t_start
+    now = t_start
+    while True:
+        t_arr = float(jobs.arrival[order[ai]]) if ai < len(order) else np.inf
+        t_dep = departures[0][0] if departures else np.inf
+        now = min(t_arr, t_dep)
+        if next_sample <= min(now, t_end):  # one sample, then look at the events again
+            if gate is not None:
+                gate.set_reserved(reserved.at(next_sample))
+                schedule(next_sample)  # a lower reservation may release held pods
+            if check_gangs(next_sample):
+                schedule(next_sample)
+            samples["t"].append(next_sample)
+            samples["alloc"].append(c.alloc_share)
+            samples["queue"].append(pending_jobs)
+            samples["queue_gpus"].append(pending_gpus)
+            samples["reserved"].append(0.0 if gate is None else reserved.at(next_sample))
+            samples["empty8"].append(float((c.whole[big_nodes] >= 8).sum()))
+            next_sample += SAMPLE_S
+            continue
+        if now >= t_end:
+            break
+        if t_dep <= t_arr:
+            _, j = heapq.heappop(departures)
+            release_pods(where.pop(j), int(jobs.gpus[j]), int(jobs.milli[j]))
+        else:
+            j = int(order[ai])
+            ai += 1
+            for _ in range(int(jobs.pods[j])):
+                placer.observe(int(jobs.gpus[j]), int(jobs.milli[j]))
+            k = key_of(j)
+            for r in range(1 if gang else int(jobs.pods[j])):
+                push(j, k, r)
+            pending_jobs += 1
+            pending_gpus += float(jobs.gpu_request[j])
+            if not fits(k, _Agg()):
+                record_blocked(now, _Agg())  # nothing freed: only it could start
+                continue
+        schedule(now)
+    for j in sel:
+        flag(int(j), key_of(int(j)), float(start[j]) if np.isfinite(start[j]) else t_end)
+    return TimelineResult(policy, start, frag, held,
+                          {k: np.asarray(v) for k, v in samples.items()},
+                          counters["frag_events"], counters["deadlocks"], counters["restarts"],
+                          0, time.perf_counter() - wall)

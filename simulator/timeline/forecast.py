@@ -1,0 +1,89 @@
+"""Reserved GPUs over time: the demand forecaster trained online on the replay's arrivals.
+
+Series: per tenant, the GPUs of the jobs the reservation is for (gangs by default) arriving per
+10-minute bin.
+- ``forecast``: `forecaster.demand.DemandForecaster` refit every ``refit_s`` on the bins before
+  the refit time only, then asked at every origin of the next period; a forecast at origin t
+  reads only bins before t (the forecaster's contract; tested here by changing later arrivals).
+  Reserved = the sum over tenants of the chosen quantile of the next ``horizon`` bins' demand.
+- ``flat``: the ablation, the running mean of that same horizon sum over all bins before t:
+  the level without the time profile.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from simulator.timeline.workload import START, Jobs
+
+FREQ_S = 600
+
+
+def demand_series(jobs: Jobs, t0: float, t1: float, reserve_for: str = "gang") -> pd.DataFrame:
+    """Nixtla long frame (unique_id, ds, y): GPUs per bin in [t0, t1) of the jobs the
+    reservation is for (gangs, or gangs and 8-GPU pods)."""
+    edges = np.arange(np.floor(t0 / FREQ_S) * FREQ_S, t1 + FREQ_S, FREQ_S)
+    nb = len(edges) - 1
+    which = jobs.pods > 1 if reserve_for == "gang" else jobs.big
+    m = which & (jobs.arrival >= edges[0]) & (jobs.arrival < edges[-1])
+    b = ((jobs.arrival[m] - edges[0]) // FREQ_S).astype(int)
+    frames = []
+    for i, name in enumerate(jobs.tenants):
+        sel = jobs.tenant[m] == i
+        y = np.bincount(b[sel], weights=(jobs.pods * jobs.gpus)[m][sel], minlength=nb)[:nb]
+        frames.append(pd.DataFrame({"unique_id": name, "ds": START + pd.to_timedelta(
+            edges[:-1], unit="s"), "y": y}))
+    return pd.concat(frames, ignore_index=True)
+
+
+class ReservedSchedule:
+    """reserved(t) in whole GPUs, piecewise constant per bin, built causally."""
+
+    def __init__(self, jobs: Jobs, mode: str, t_start: float, t_end: float,
+                 horizon: int = 3, quantile: str = "p50", refit_s: float = 86400.0,
+                 scale: float = 1.0, n_estimators: int = 80, reserve_for: str = "gang",
+                 seed: int = 0) -> None:
+        if mode not in ("forecast", "flat"):
+            raise ValueError("mode must be 'forecast' or 'flat'")
+        self.t0 = float(np.floor(t_start / FREQ_S) * FREQ_S)
+        hist = float(jobs.arrival.min())
+        series = demand_series(jobs, hist, t_end + (horizon + 1) * FREQ_S, reserve_for)
+        origins = START + pd.to_timedelta(np.arange(self.t0, t_end + FREQ_S, FREQ_S), unit="s")
+        self.values = np.zeros(len(origins))
+        if mode == "flat":
+            total = series.groupby("ds")["y"].sum()
+            csum = total.cumsum().shift(1, fill_value=0.0)  # bins before the origin only
+            count = pd.Series(np.arange(len(total)), index=total.index)
+            mean = (csum / count.replace(0, np.nan)).fillna(0.0)
+            self.values = mean.reindex(origins).to_numpy() * horizon * scale
+        else:
+            self._fit_forecast(series, origins, horizon, quantile, refit_s, n_estimators, seed)
+            self.values *= scale
+        self.values = np.maximum(np.nan_to_num(self.values), 0.0)
+
+    def _fit_forecast(self, series, origins, horizon, quantile, refit_s, n_est, seed) -> None:
+        from forecaster.demand import DemandForecaster
+
+        step = pd.Timedelta(seconds=refit_s)
+        t = origins[0]
+        pos = 0
+        while t <= origins[-1]:
+            past = series[series["ds"] < t]
+            model = DemandForecaster(freq=f"{FREQ_S // 60}min", horizon=horizon,
+                                     val_bins=288, n_estimators=n_est, seed=seed)
+            model.fit(past)
+            # features at an origin use bins before it only; later rows just carry the target
+            upto = series[series["ds"] < t + step + pd.Timedelta(seconds=horizon * FREQ_S)]
+            out = model.predict_origins(upto, start=t)
+            out = out[pd.to_datetime(out["origin"]) < t + step]
+            tot = out.groupby("origin")[quantile].sum()
+            n = len(tot)
+            idx = np.searchsorted(origins, pd.to_datetime(tot.index))
+            ok = idx < len(self.values)
+            self.values[idx[ok]] = tot.to_numpy()[ok]
+            pos += n
+            t = t + step
+
+    def at(self, t: float) -> float:
+        i = int((t - self.t0) // FREQ_S)
+        return float(self.values[min(max(i, 0), len(self.values) - 1)])

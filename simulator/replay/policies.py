@@ -13,7 +13,7 @@ import numpy as np
 from scheduler_hook.fragmentation import (ShapeMix, ShapeMixTracker, fragmentation_increase,
                                           level_stats, mix_levels)
 from simulator.replay.cluster import MILLI, Cluster
-from simulator.replay.data import Pods
+from simulator.replay.data import Nodes, Pods
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,11 @@ class Policy:
         raise NotImplementedError
 
 
+def gpu_milli(nodes: Nodes) -> np.ndarray:
+    """(N,) GPU milli of each node, 1 on CPU-only nodes (their GPU shares are then 0, not nan)."""
+    return np.maximum(nodes.gpus * MILLI, 1)
+
+
 def _bestfit_slots(c: Cluster, pod: Pod) -> np.ndarray:
     """Shared GPUs: the GPU with least free milli that fits first (open-gpu-share's choice)."""
     return -c.gpu_free.astype(float)
@@ -76,7 +81,7 @@ class DotProduct(Policy):
     def score(self, pod, node_ok, slots):
         c = self.cluster
         nd = c.nodes
-        gpu_cap = np.maximum(nd.gpus * MILLI, 1)
+        gpu_cap = gpu_milli(nd)
         dot = (c.cpu_free / nd.cpu) * (pod.cpu / nd.cpu) + \
               (c.gpu_free.sum(axis=1) / gpu_cap) * (pod.num_gpu * pod.milli / gpu_cap)
         return -dot, _bestfit_slots(c, pod)
@@ -91,7 +96,7 @@ class BestFit(Policy):
         c = self.cluster
         nd = c.nodes
         left = (c.cpu_free - pod.cpu) / nd.cpu + \
-               (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (nd.gpus * MILLI)
+               (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / gpu_milli(nd)
         return -left, _bestfit_slots(c, pod)
 
 
@@ -134,7 +139,7 @@ class GpuClustering(Policy):
         same = (self.tag == pod.milli) & (pod.num_gpu > 0)
         slot_score = same * 2.0 * MILLI - c.gpu_free
         # nodes with no GPU serving this size yet: tightest fit (not random), as a packer would
-        left = (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / (c.nodes.gpus * MILLI) + \
+        left = (c.gpu_free.sum(axis=1) - pod.num_gpu * pod.milli) / gpu_milli(c.nodes) + \
                (c.cpu_free - pod.cpu) / c.nodes.cpu
         return same.sum(axis=1) - 1e-3 * left, slot_score
 
@@ -322,7 +327,7 @@ class Foresight(FGD):
         if pod.num_gpu == 0:  # CPU where the fewest GPUs are left free to strand
             tie = free_gpu_share(c)
         else:
-            tie = gpu_left / (c.nodes.gpus * MILLI) + (c.cpu_free - pod.cpu) / c.nodes.cpu
+            tie = gpu_left / gpu_milli(c.nodes) + (c.cpu_free - pod.cpu) / c.nodes.cpu
         inc = inc + np.asarray(self.reserve_cost(pod))[..., None] if self.classes else inc
         if self.balance:
             g = c.gpu_free.sum(axis=1).astype(float)
@@ -338,7 +343,7 @@ class Foresight(FGD):
 
 def free_gpu_share(c: Cluster) -> np.ndarray:
     """(N,) share of each node's GPU milli still free."""
-    return c.gpu_free.sum(axis=1) / (c.nodes.gpus * MILLI)
+    return c.gpu_free.sum(axis=1) / gpu_milli(c.nodes)
 
 
 def constraint_classes(mix: ShapeMix, node_models: np.ndarray,

@@ -21,6 +21,7 @@ from scheduler_hook.providers import ProviderSet
 from scheduler_hook.scores import ALL
 from scheduler_hook.scores.base import ComponentResult, Context, constant
 from scheduler_hook.scores.fragmentation import forecast_mix, model_ok, values_from_increase
+from scheduler_hook.scores.mig import mig_capacity, request_text
 from scheduler_hook.state import ClusterState
 
 log = logging.getLogger("foresight.extender")
@@ -62,9 +63,14 @@ class Decision:
                                    "reason": results[c].reason(int(j)) if c in results else ""}
                                for c in values},
             })
-        return {"pod": self.pod.key, "uid": self.pod.uid, "time": self.ts,
-                "fallback": self.fallback, "unknown_nodes_ignored": self.ignored,
-                "nodes": nodes}
+        out = {"pod": self.pod.key, "uid": self.pod.uid, "time": self.ts,
+               "fallback": self.fallback, "unknown_nodes_ignored": self.ignored,
+               "nodes": nodes}
+        if self.pod.mig_count:  # the MIG shape this decision was about
+            out["mig"] = {"profile": self.pod.mig_profile, "count": self.pod.mig_count,
+                          "strategy": "single" if self.pod.mig_single else "mixed",
+                          "request": request_text(self.pod)}
+        return out
 
 
 LOCAL = ("memory_fit", "colocation", "fragmentation", "health", "packing")  # row-local values
@@ -121,8 +127,13 @@ def _capacity(ctx: Context) -> tuple[np.ndarray | None, Callable[[int], str]]:
     if wrong is not None:
         cap = wrong if cap is None else cap | wrong
     need, models = ctx.need, ctx.state.row_models(ctx.rows)
+    mig_cap, mig_reason = mig_capacity(ctx)  # MIG profile not free / single-strategy slices
+    if mig_cap is not None:
+        cap = mig_cap if cap is None else cap | mig_cap
 
     def reason(j: int) -> str:
+        if mig_cap is not None and mig_cap[j]:
+            return mig_reason(j)
         if wrong is not None and wrong[j]:
             return f"GPU model {models[j] or '(unlabelled)'} not allowed by the pod's " \
                    "nvidia.com/gpu.product requirement"
@@ -217,6 +228,7 @@ class Scorer:
             self.providers.fresh("fingerprint") is not None
         klass = (pod.gpus, pod.milli, pod.gpu_memory_mib, pod.workload if modelled else "",
                  pod.slo_min_speed if modelled else 0.0, pod.gpu_models, fallback,
+                 pod.mig_profile, pod.mig_count, pod.mig_single,
                  self.providers.version,
                  bool(forecast_mix(self.providers)),  # a stale forecast mix: the seen one
                  len(st.gpu_count), tuple(c.name for c in active))

@@ -12,6 +12,7 @@ from typing import Any
 
 from kubernetes.utils import parse_quantity
 
+from scheduler_hook.mig_k8s import pod_request as mig_request, single_profile
 from scheduler_hook.waiting import queue_and_gang, timestamp
 
 GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -51,6 +52,11 @@ class PodRequest:
     queue: str = ""          # Kueue / Volcano queue, else the namespace (scheduler_hook.waiting)
     created: float = 0.0     # metadata.creationTimestamp, Unix seconds (0: unknown)
     gang: str = ""           # "namespace/pod-group", "" when not in a gang
+    # MIG: a shape of its own, (profile, count); gpus stays 0 (slices are not whole GPUs).
+    # mig_single: asked as nvidia.com/gpu on a single-strategy product (-MIG-<profile>)
+    mig_profile: str = ""
+    mig_count: int = 0
+    mig_single: bool = False
 
     def allows_model(self, model: str) -> bool:
         """May the pod run on a node whose `nvidia.com/gpu.product` is ``model``?"""
@@ -182,7 +188,17 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         milli = 1000
     if MEMORY_ANNOTATION in ann:
         mem = _float(ann[MEMORY_ANNOTATION], MEMORY_ANNOTATION)
-    if FRACTION_ANNOTATION in ann:
+    terms = _model_terms(spec)
+    try:
+        mig_profile, mig_count = mig_request(spec, _quantity)
+    except ValueError as exc:
+        raise PodSpecError(str(exc)) from None
+    mig_single = False
+    if gpus and not mig_count and FRACTION_ANNOTATION not in ann and single_profile(terms):
+        mig_profile, mig_count, mig_single = single_profile(terms), gpus, True
+    if mig_count:
+        gpus, milli = 0, 0  # the slice's own memory applies; gpu-memory only sizes within it
+    elif FRACTION_ANNOTATION in ann:
         frac = _float(ann[FRACTION_ANNOTATION], FRACTION_ANNOTATION)
         if not 0 < frac <= 1:
             raise PodSpecError(f"{FRACTION_ANNOTATION} must be in (0, 1], got {frac}")
@@ -212,7 +228,7 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         priority=int(_float(prio, "spec.priority")),
         deferrable=str(ann.get(DEFERRABLE_ANNOTATION, "")).lower() in ("true", "1", "yes"),
         slo_min_speed=_float(ann.get(SLO_ANNOTATION, 0), SLO_ANNOTATION),
-        gpu_index=index, gpu_models=_model_terms(spec), queue=queue,
+        gpu_index=index, gpu_models=terms, queue=queue,
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
-        gang=gang,
+        gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,
     )

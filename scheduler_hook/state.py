@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 from kubernetes.utils import parse_quantity
 
+from scheduler_hook import mig_k8s
 from scheduler_hook.podspec import GPU_RESOURCES, PRODUCT_LABEL, PodRequest, parse_pod
 from scheduler_hook.waiting import WaitBook, wait_info
 
@@ -42,6 +43,7 @@ class NodeInfo:
     power_cap_w: float = float("nan")
     rack: str = ""
     region: str = ""
+    mig: mig_k8s.MigNode | None = None  # MIG devices (scheduler_hook.mig_k8s), None: no MIG
 
 
 def parse_node(obj: Any) -> NodeInfo:
@@ -55,6 +57,9 @@ def parse_node(obj: Any) -> NodeInfo:
     labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
     gpus = sum(int(parse_quantity(alloc[r])) for r in GPU_RESOURCES if r in alloc)
+    mig = mig_k8s.read_node(labels, alloc, parse_quantity)
+    if mig is not None and mig.strategy == "single":
+        gpus = 0  # its nvidia.com/gpu are MIG slices: never scored as whole GPUs
     ready = all(c.get("status") == "True" for c in status.get("conditions") or []
                 if isinstance(c, dict) and c.get("type") == "Ready")
     drained_raw = str(ann.get(DRAINED_ANNOTATION, labels.get(DRAINED_ANNOTATION, ""))).strip()
@@ -75,7 +80,7 @@ def parse_node(obj: Any) -> NodeInfo:
         drained=drained, drained_all=drained_raw.lower() == "all", health=health,
         power_cap_w=float(cap) if cap is not None else float("nan"),
         rack=next((str(labels[k]) for k in RACK_LABELS if labels.get(k)), ""),
-        region=str(labels.get(REGION_LABEL, "")),
+        region=str(labels.get(REGION_LABEL, "")), mig=mig,
     )
 
 
@@ -92,6 +97,8 @@ class ClusterState:
         self.index: dict[str, int] = {}
         self.names: list[str] = []
         self.shape_counts: Counter[tuple[int, int]] = Counter()
+        self.mig_counts: Counter[tuple[str, int]] = Counter()  # (profile, count) seen
+        self.mig_free: dict[str, dict[str, int]] = {}  # node -> profile -> devices free
         # the pods of shape_counts that carry a GPU-model requirement, by (gpus, milli, terms)
         self.model_shape_counts: Counter[tuple] = Counter()
         self._shape_seen: set[str] = set()
@@ -184,7 +191,7 @@ class ClusterState:
             self.observe_shape(pod)
             self.waiting.update(wait_info(pod))
             old = self.pods.get(pod.key)
-            if pod.terminal or not pod.node or pod.gpus == 0:
+            if pod.terminal or not pod.node or (pod.gpus == 0 and not pod.mig_count):
                 self.pods.pop(pod.key, None)
             else:
                 self.pods[pod.key] = pod
@@ -208,6 +215,9 @@ class ClusterState:
 
     def observe_shape(self, pod: PodRequest) -> None:
         """Count each pod's GPU shape once: the 'mix seen so far' the fragmentation score uses."""
+        if pod.mig_count and pod.key not in self._shape_seen:
+            self._shape_seen.add(pod.key)
+            self.mig_counts[(pod.mig_profile, pod.mig_count)] += 1
         if pod.gpus and pod.milli > 0 and pod.key not in self._shape_seen:
             self._shape_seen.add(pod.key)
             self.shape_counts[pod.shape] += 1
@@ -232,6 +242,7 @@ class ClusterState:
         with self.lock:
             keep_shapes = (self.shape_counts.copy(), set(self._shape_seen),
                            self.model_shape_counts.copy())
+            keep_mig = self.mig_counts.copy()
             g, k = self.free_milli.shape[1], self.res_code.shape[1]
             fresh = ClusterState(max_gpus=g, max_residents=k)
             lock, ready, version, clock = self.lock, self.ready, self.version, self._row_clock
@@ -243,6 +254,7 @@ class ClusterState:
             # nor an index version: rows are handed out again, maybe to other names
             self.index_version = index_version + 1
             self.shape_counts, self._shape_seen, self.model_shape_counts = keep_shapes
+            self.mig_counts = keep_mig
             for n in nodes:
                 self.upsert_node(n)
             for p in pods:
@@ -312,8 +324,11 @@ class ClusterState:
         K = self.res_code.shape[1]
         pods = sorted((self.pods[k] for k in self.by_node.get(name, ()) if k in self.pods),
                       key=lambda p: p.key)
+        mig_used = mig_k8s.used_by(pods)
+        self.mig_free[name] = {p: n - mig_used.get(p, 0) for p, n in info.mig.capacity} \
+            if info.mig is not None else {}
         for i, pod in enumerate(pods):
-            milli = pod.milli if pod.milli > 0 else (
+            milli = 0.0 if pod.mig_count else pod.milli if pod.milli > 0 else (
                 min(1000.0, 1000.0 * pod.gpu_memory_mib / info.gpu_mem_mib)
                 if info.gpu_mem_mib else 1000.0)
             used = [x for x in pod.gpu_index if 0 <= x < g]

@@ -4,12 +4,13 @@ from scheduler_hook.scores.colocation import ColocationSafety
 from scheduler_hook.scores.fragmentation import Fragmentation
 from scheduler_hook.scores.health import GpuHealth
 from scheduler_hook.scores.memory_fit import MemoryFit
+from scheduler_hook.scores.mig import MigPlacement
 from scheduler_hook.scores.packing import Packing
 from scheduler_hook.scores.power import PowerHeadroom
 from scheduler_hook.scores.reservation import Reservation
 
 ALL = (MemoryFit, ColocationSafety, Fragmentation, Reservation, PowerHeadroom, CarbonWindow,
-       GpuHealth, Packing)
+       GpuHealth, Packing, MigPlacement)
 
 __all__ = ["ALL", "CarbonWindow", "ColocationSafety", "Fragmentation", "GpuHealth", "MemoryFit",
-           "Packing", "PowerHeadroom", "Reservation"]
+           "MigPlacement", "Packing", "PowerHeadroom", "Reservation"]

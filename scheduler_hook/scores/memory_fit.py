@@ -16,6 +16,9 @@ class MemoryFit:
 
     def score(self, ctx: Context) -> ComponentResult:
         pod, s, r = ctx.pod, ctx.state, ctx.rows
+        if pod.mig_count:  # a MIG slice has its own memory
+            from scheduler_hook.scores.mig import mig_memory_fit
+            return mig_memory_fit(ctx)
         if pod.gpus == 0:
             return constant(ctx, 1.0, "no GPU requested")
         gm = ctx.gpu_mem

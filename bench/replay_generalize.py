@@ -23,10 +23,11 @@ from simulator.replay.compare import (SHARED_TRACES, load_published, parse_seeds
                                       run_grid, shared_traces_dir)
 
 RESULTS = Path(__file__).parent / "results"
+READING = "## Reading (written by hand)"  # kept when the table is rebuilt
 CPU_TRACES = ("cpu037", "cpu072", "cpu235", "cpu300")
 TRACES = (*SHARED_TRACES, *CPU_TRACES, "gpuspec05", "default-spec10", "default-spec20",
           "default-spec25", "default-spec33")
-# extra policies where a Done-when line or the CPU-only finding needs them
+# extra policies where a Done-when line or the CPU-only finding needs them (--extra)
 EXTRA = {"cpu235": ("bestfit", "fgd-randomtie"), "cpu300": ("bestfit", "fgd-randomtie")}
 
 
@@ -34,12 +35,13 @@ def _load(cache: Path) -> list[dict]:
     return [json.loads(x) for x in cache.read_text().splitlines()] if cache.exists() else []
 
 
-def _runs(cache: Path, traces: list[str], seeds: list[int], workers: int) -> list[dict]:
+def _runs(cache: Path, traces: list[str], seeds: list[int], workers: int,
+          extra: tuple[str, ...]) -> list[dict]:
     runs = _load(cache)
     done = {(r["trace"], r["policy"], r["seed"]) for r in runs}
     base = shared_traces_dir() / "openb-2023" / "csv"
     for t in traces:
-        for p in ("fgd", "foresight", *EXTRA.get(t, ())):
+        for p in ("fgd", "foresight", *(x for x in EXTRA.get(t, ()) if x in extra)):
             todo = [s for s in seeds if (t, p, s) not in done]
             if not todo:
                 continue
@@ -100,11 +102,14 @@ def main() -> None:
     ap.add_argument("--cache", default=str(RESULTS / "replay_generalize_runs.jsonl"))
     ap.add_argument("--out", default=str(RESULTS / "replay_generalize.md"))
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--extra", default="bestfit,fgd-randomtie",
+                    help="which of the extra policies (bestfit, fgd-randomtie) to run on cpu235/300")
     a = ap.parse_args()
     traces = list(TRACES) if a.traces == "all" else a.traces.split(",")
     seeds = parse_seeds(a.seeds)
     cache = Path(a.cache)
-    runs = _load(cache) if a.table_only else _runs(cache, traces, seeds, a.workers)
+    runs = _load(cache) if a.table_only else _runs(cache, traces, seeds, a.workers,
+                                                    tuple(a.extra.split(",")))
     lines = header("openb replay beyond the nine published traces: CPU-heavy and "
                    "GPU-type-constrained pod lists (alloc % at 100% arrived load)",
                    "nice .venv/bin/python bench/replay_generalize.py " + " ".join(sys.argv[1:]))
@@ -114,7 +119,10 @@ def main() -> None:
               "`gpu_spec` drawn from gpuspec05's mix (simulator/replay/constrain.py). mean ± "
               "std over seeds; `foresight - fgd` is the paired mean with its standard error. "
               "Published numbers exist only for the nine traces of fgd-atc23-results.", ""]
-    write(Path(a.out), lines + _table(runs, traces, seeds))
+    out = Path(a.out)
+    old = out.read_text() if out.exists() else ""
+    kept = old[old.index(READING):].rstrip("\n").split("\n") if READING in old else []
+    write(out, lines + _table(runs, traces, seeds) + ([""] + kept if kept else []))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""Dev-seed ablations behind issue 13's choices (never seeds 42-51): where FGD puts CPU-only
+pods among its ties, what else could explain the CPU-heavy gap, and Foresight's constraint terms.
+
+Usage: PYTHONPATH=. nice .venv/bin/python bench/replay_issue13_dev.py TRACE VARIANT[,..] 0-1
+Prints one JSON line per run. The runs quoted in bench/results/replay_generalize.md are in
+bench/results/replay_issue13_dev.jsonl with the commit whose policies they ran on (`code`):
+cd390ab = FGD with random CPU-only ties and Foresight before issue 13; a4f2c22 = the policies
+of issue 13 (the `fgd-tie-*` variants override the CPU-only tie, so they run like cd390ab).
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.replay import policies as P
+from simulator.replay.data import Nodes, Pods, load_nodes, load_trace
+from simulator.replay.engine import replay
+
+CSV = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "openb-2023" / "csv"
+
+
+def _tie(c, pod, rule: str) -> np.ndarray:
+    """A tie-break value per node (higher = preferred), for the rules tried."""
+    nd = c.nodes
+    cpu_left, mem_left = (c.cpu_free - pod.cpu) / nd.cpu, (c.mem_free - pod.mem) / nd.mem
+    if rule == "least":  # kube-scheduler NodeResourcesLeastAllocated (cpu, memory)
+        return (cpu_left + mem_left) / 2
+    if rule == "least+balanced":  # ... plus NodeResourcesBalancedAllocation
+        return ((cpu_left + mem_left) / 2 + 1 - np.abs(cpu_left - mem_left)) / 2
+    if rule == "mostalloc":  # dominant CPU/memory share after placement (a packer)
+        return np.maximum(1 - cpu_left, 1 - mem_left)
+    if rule == "freecpu-per-gpu":  # Foresight's CPU-only rule before issue 13
+        t = (c.cpu_free - pod.cpu) / np.maximum(c.gpu_free.sum(axis=1), 100)
+        return t / (1 + np.abs(t))
+    if rule == "fewest-free":  # the rule chosen for the port
+        return -P.free_gpu_share(c)
+    raise ValueError(rule)
+
+
+def fgd_tie(rule: str, all_pods: bool = False) -> P.Policy:
+    class Tie(P.FGD):
+        name = f"fgd-tie-{rule}"
+        cpu_tie = "random"
+
+        def score(self, pod, node_ok, slots):
+            node, q = super().score(pod, node_ok, slots)
+            if pod.num_gpu and not all_pods:
+                return node, q
+            return node + 1e-3 * _tie(self.cluster, pod, rule), q  # < 1: only among ties
+    return Tie()
+
+
+def foresight(**attrs) -> P.Policy:
+    return type("F", (P.Foresight,), {"name": "foresight-" + ",".join(attrs), **attrs})()
+
+
+VARIANTS = {
+    **{f"fgd-tie-{r}": (lambda r=r: fgd_tie(r)) for r in
+       ("least", "least+balanced", "mostalloc", "freecpu-per-gpu", "fewest-free")},
+    "fgd-tie-mostalloc-all": lambda: fgd_tie("mostalloc", all_pods=True),
+    "foresight-reserve0.5": lambda: foresight(reserve_weight=0.5),
+    "foresight-reserve2": lambda: foresight(reserve_weight=2.0),
+    "foresight-reserve4": lambda: foresight(reserve_weight=4.0),
+    "foresight-nobalance": lambda: foresight(balance=0.0),
+    "foresight-nofit": lambda: foresight(fit_scope="none"),
+}
+
+
+def cluster(kind: str) -> Nodes:
+    """'gpu' = the 1,213 GPU nodes (the protocol); 'all' = with the 310 CPU-only nodes."""
+    if kind == "gpu":
+        return load_nodes(CSV / "openb_node_list_gpu_node.csv")
+    df = pd.read_csv(CSV / "openb_node_list_all_node.csv")
+    return Nodes(df.sn.astype(str).to_numpy(), df.cpu_milli.to_numpy(np.int64),
+                 df.memory_mib.to_numpy(np.int64), df.gpu.fillna(0).to_numpy(np.int64),
+                 df.model.fillna("").astype(str).to_numpy())
+
+
+def main() -> None:
+    trace, variants, seeds = sys.argv[1], sys.argv[2].split(","), sys.argv[3]
+    lo, hi = (int(x) for x in seeds.split("-"))
+    pods = load_trace(CSV, trace)
+    for s in range(lo, hi + 1):
+        for v in variants:
+            name, nodes, work = v, cluster("gpu"), pods
+            if v.endswith("-allnodes"):  # CPU-only nodes take CPU-only pods too
+                v, nodes = v[: -len("-allnodes")], cluster("all")
+            if v.endswith("-nomem"):  # memory never binds
+                v = v[: -len("-nomem")]
+                work = Pods(pods.cpu, np.zeros_like(pods.mem), pods.num_gpu, pods.gpu_milli,
+                            pods.spec)
+            pol = VARIANTS[v]() if v in VARIANTS else v
+            r = replay(nodes, work, pol, s, until=100)
+            print(json.dumps({"trace": trace, "variant": name, "seed": s,
+                              "a": r.alloc_at_100, "s": round(r.seconds, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

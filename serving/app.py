@@ -299,5 +299,8 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
         # Hidden from the OpenAPI doc: a wire protocol for kube-scheduler (raw bodies, parsed
         # by hand), documented by DESIGN.md rather than by a schema.
         app.include_router(build_router(hook), include_in_schema=False)
+    from serving.mig import add_mig_routes
+
+    add_mig_routes(app, hook)  # POST/GET /v1/mig/plan: MIG geometry proposals
     app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
     return app

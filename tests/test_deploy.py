@@ -57,7 +57,9 @@ def test_scheduler_profile_uses_the_extender_ignorably_for_gpu_resources():
     (ext,) = cfg["extenders"]
     assert ext["ignorable"] is True and ext["nodeCacheCapable"] is True
     assert ext["filterVerb"] == "filter" and ext["prioritizeVerb"] == "prioritize"
-    assert {m["name"] for m in ext["managedResources"]} == {"nvidia.com/gpu"}
+    names = {m["name"] for m in ext["managedResources"]}
+    assert "nvidia.com/gpu" in names and "nvidia.com/mig-3g.20gb" in names
+    assert all(n == "nvidia.com/gpu" or n.startswith("nvidia.com/mig-") for n in names)
     assert 1 <= ext["weight"] <= 100
     assert ext["httpTimeout"] == "5s"
     assert cfg["leaderElection"]["resourceName"] != "kube-scheduler"  # no clash with default

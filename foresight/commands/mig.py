@@ -1,0 +1,118 @@
+"""`foresight mig plan`: propose a MIG geometry (mig-parted config) per MIG node from the
+demand forecast; prints the plan and the `kubectl label` lines, applies nothing."""
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.errors import ForesightError
+
+console = Console() if sys.stdout.isatty() else Console(width=180)
+DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "mig"
+
+
+def _read_forecast(path: Path) -> list[dict]:
+    try:
+        with path.open(newline="") as fh:
+            rows = list(csv.DictReader(fh))
+    except FileNotFoundError:
+        raise ForesightError(f"forecast not found: {path}") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise ForesightError(f"forecast {path}: not a CSV ({exc})") from None
+    if rows and "unique_id" not in rows[0]:
+        raise ForesightError(f"forecast {path}: missing column unique_id")
+    return rows
+
+
+def _read_snapshot(path: Path) -> tuple[list[dict], list[dict]]:
+    from scheduler_hook.snapshot import split_list
+
+    try:
+        doc = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ForesightError(f"snapshot not found: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ForesightError(f"snapshot {path} is not JSON: {exc}") from None
+    try:
+        return split_list(doc)
+    except ValueError as exc:
+        raise ForesightError(f"snapshot {path}: {exc}") from None
+
+
+def _show(p) -> None:
+    table = Table(title=f"MIG geometry plan ({p.source})")
+    for col in ("node", "GPUs", "current config", "proposed", "geometry per GPU",
+                "demand covered", "slices stranded", "pods to drain"):
+        table.add_column(col)
+    for n in p.nodes:
+        drain = ", ".join(n.drain[:4]) + (f" +{len(n.drain) - 4}" if len(n.drain) > 4 else "")
+        table.add_row(n.node, f"{n.gpus} {n.model}", n.current,
+                      f"[bold green]{n.proposed}" if n.changed else "(keep)", n.geometry,
+                      ", ".join(f"{k} {v}" for k, v in n.covered.items()) or "-",
+                      str(n.stranded), drain or "-")
+    console.print(table)
+    summary = Table(title="instances per profile")
+    for col in ("profile", f"demand ({p.quantile})" if "forecast" in p.source else "demand",
+                "supply now", "supply planned"):
+        summary.add_column(col)
+    for prof in sorted(set(p.demand) | set(p.supply_before) | set(p.supply_after)):
+        summary.add_row(prof, f"{p.demand.get(prof, 0):g}", str(p.supply_before.get(prof, 0)),
+                        str(p.supply_after.get(prof, 0)))
+    console.print(summary)
+    console.print(f"unmet demand: {p.unmet_before:g} -> {p.unmet_after:g} compute slices; "
+                  f"{len(p.commands)} node(s) to re-split")
+    for note in p.notes:
+        console.print(f"note: {note}")
+    for n in p.nodes:
+        if n.changed and n.custom_yaml:
+            console.print(f"# add to the mig-parted ConfigMap (mig-configs:) for {n.node}:")
+            console.print(n.custom_yaml, markup=False, highlight=False)
+    if p.commands:
+        console.print("# proposed, not applied; after the listed pods have finished:")
+    for cmd in p.commands:
+        console.print(cmd, markup=False, highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(no_args_is_help=True, help="MIG geometry planning (proposes, never applies).")
+
+    @sub.command("plan")
+    def plan_(snapshot: Path = typer.Option(None, "--snapshot",
+                                            help="`kubectl get nodes,pods -A -o json` file."),
+              demo: bool = typer.Option(False, "--demo", help="Plan the embedded demo cluster "
+                                        "(data/mig/demo_snapshot.json and its forecast)."),
+              forecast: Path = typer.Option(None, "--forecast", help="Forecast CSV (unique_id "
+                                            "<queue>|mig:<profile>, p10, p50, p90)."),
+              quantile: str = typer.Option("p90", "--quantile", help="p10, p50 or p90."),
+              custom: bool = typer.Option(False, "--custom", help="Also consider valid "
+                                          "geometries that are not named in mig-parted's file."),
+              as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON.")
+              ) -> None:
+        """Propose a mig-parted config per MIG node covering forecast demand with few changes."""
+        from scheduler_hook.mig import MigError
+        from scheduler_hook.mig_plan import QUANTILES, plan_objects
+
+        if quantile not in QUANTILES:
+            raise ForesightError(f"--quantile {quantile!r}: choose one of {', '.join(QUANTILES)}")
+        if (snapshot is None) == (not demo):
+            raise ForesightError("give --snapshot FILE or --demo (one of them)")
+        nodes, pods = _read_snapshot(snapshot or DEMO_DIR / "demo_snapshot.json")
+        if forecast is None and demo:
+            forecast = DEMO_DIR / "demo_forecast.csv"
+        rows = _read_forecast(forecast) if forecast is not None else None
+        try:
+            p = plan_objects(nodes, pods, rows, quantile, custom)
+        except (MigError, ValueError) as exc:
+            raise ForesightError(str(exc)) from None
+        if as_json:
+            typer.echo(json.dumps(p.as_dict(), indent=1))
+        else:
+            _show(p)
+
+    app.add_typer(sub, name="mig")

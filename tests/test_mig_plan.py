@@ -1,0 +1,199 @@
+"""The MIG geometry planner: the plan itself, `foresight mig plan`, and /v1/mig/plan."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from migutil import mig_pod, mixed_node, single_node
+from scheduler_hook import mig
+from scheduler_hook.config import load_config
+from scheduler_hook.hook import ExtenderHook
+from scheduler_hook.mig_plan import plan_objects
+from scheduler_hook.providers import ProviderSet
+from scheduler_hook.snapshot import load_snapshot, split_list
+from serving.app import create_api
+from serving.store import ModelStore
+from test_cli_errors import assert_one_line_error, run_cli
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "mig"
+BAL40 = {"1g.5gb": 2, "2g.10gb": 1, "3g.20gb": 1}
+
+
+def demo() -> tuple[list[dict], list[dict], list[dict]]:
+    nodes, pods = split_list(json.loads((DATA / "demo_snapshot.json").read_text()))
+    rows = list(csv.DictReader((DATA / "demo_forecast.csv").open()))
+    return nodes, pods, rows
+
+
+def a30_node() -> dict:
+    # a real MIG GPU (4 slices, not 7/8) that the catalog leaves out on purpose
+    return mixed_node("a30-0", {"1g.6gb": 4}, gpus=2, product="NVIDIA-A30", memory_mib=24576,
+                      config="all-1g.6gb")
+
+
+def test_demo_plan_covers_the_forecast_by_re_splitting_two_empty_nodes():
+    nodes, pods, rows = demo()
+    p = plan_objects(nodes, pods, rows, "p90")
+    assert p.unmet_before > 0 and p.unmet_after == 0
+    changed = {n.node: n for n in p.nodes if n.changed}
+    # the A100 3g.20gb and H100 2g.20gb shortfalls, each met by re-splitting an *empty* node
+    assert set(changed) == {"a100-1g-1", "h100-7g-0"}
+    assert all(not n.drain for n in changed.values())
+    for n in changed.values():  # a named mig-parted config, valid on that GPU model
+        named = mig.configs_for(n.model)[n.proposed]
+        assert mig.is_valid(named.as_dict, n.model)
+    assert p.commands == [
+        "kubectl label node a100-1g-1 nvidia.com/mig.config=all-balanced --overwrite",
+        "kubectl label node h100-7g-0 nvidia.com/mig.config=all-balanced --overwrite"]
+    for prof, d in p.demand.items():
+        assert p.supply_after.get(prof, 0) >= d
+
+
+def test_covered_demand_changes_nothing():
+    nodes, pods, _ = demo()
+    p = plan_objects(nodes, pods, None)  # no forecast: the pods running or pending
+    assert "no MIG forecast" in p.source
+    assert p.commands == [] and p.unmet_after == 0
+
+
+def test_a_busy_node_is_re_split_only_after_its_pods_and_the_quieter_one_goes_first():
+    nodes = [mixed_node("busy", {"1g.5gb": 7}, gpus=1, config="all-1g.5gb"),
+             mixed_node("quiet", {"1g.5gb": 7}, gpus=1, config="all-1g.5gb")]
+    pods = [mig_pod(f"b{i}", "1g.5gb", node="busy", phase="Running") for i in range(4)]
+    pods.append(mig_pod("q0", "1g.5gb", node="quiet", phase="Running"))
+    rows = [{"unique_id": "q|mig:3g.20gb", "p90": 2}, {"unique_id": "q|mig:1g.5gb", "p90": 5}]
+    p = plan_objects(nodes, pods, rows)
+    by = {n.node: n for n in p.nodes}
+    assert by["quiet"].changed and not by["busy"].changed
+    assert by["quiet"].proposed == "all-3g.20gb"
+    assert by["quiet"].drain == ["default/q0"]  # the GPU must be empty first
+    assert by["quiet"].stranded == 1  # 3g + 3g leaves one compute slice
+    assert p.unmet_after == 0
+
+
+def test_single_strategy_nodes_stay_single_profile_and_pending_resplits_are_left_alone():
+    n1 = single_node("s", "1g.5gb", 7, gpus=1)
+    n2 = mixed_node("pending", {"1g.5gb": 7}, gpus=1, config="all-1g.5gb")
+    n2["metadata"]["labels"]["nvidia.com/mig.config.state"] = "pending"
+    p = plan_objects([n1, n2], [], [{"unique_id": "mig:2g.10gb", "p90": 3}])
+    by = {n.node: n for n in p.nodes}
+    assert by["s"].proposed == "all-2g.10gb"
+    assert not by["pending"].changed
+    assert any("pending" in note for note in p.notes)
+
+
+def test_custom_geometries_are_valid_and_come_with_their_configmap_entry():
+    nodes = [mixed_node("n", {"7g.40gb": 1}, gpus=1, config="all-7g.40gb")]
+    rows = [{"unique_id": "mig:4g.20gb", "p90": 1}, {"unique_id": "mig:2g.10gb", "p90": 1},
+            {"unique_id": "mig:1g.5gb", "p90": 1}]
+    named = plan_objects(nodes, [], rows)
+    assert named.unmet_after > 0  # no named A100-40GB config holds 4g + 2g + 1g
+    p = plan_objects(nodes, [], rows, custom=True)
+    n = p.nodes[0]
+    assert n.changed and not n.proposed.startswith("all-") and p.unmet_after == 0
+    assert '"4g.20gb": 1' in n.custom_yaml and "mig-enabled: true" in n.custom_yaml
+
+
+def test_unknown_gpu_model_is_refused_naming_the_node():
+    with pytest.raises(mig.MigError, match="node a30-0: GPU model 'NVIDIA-A30' has no known"):
+        plan_objects([a30_node()], [], None)
+
+
+# ---- the command line --------------------------------------------------------------------
+def test_cli_plans_the_demo():
+    proc = run_cli("mig", "plan", "--demo")
+    assert proc.returncode == 0, proc.stderr
+    for needle in ("current config", "pods to drain", "slices stranded", "demand covered",
+                   "kubectl label node a100-1g-1 nvidia.com/mig.config=all-balanced"):
+        assert needle in proc.stdout
+
+
+def test_cli_plans_a_snapshot_file_as_json(tmp_path):
+    nodes, pods, _ = demo()
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": nodes + pods}))
+    fc = tmp_path / "fc.csv"
+    fc.write_text("unique_id,p10,p50,p90\ninference|mig:3g.20gb,10,30,40\n")
+    proc = run_cli("mig", "plan", "--snapshot", str(snap), "--forecast", str(fc), "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["demand"] == {"3g.20gb": 40.0}
+    assert out["unmet_slices_after"] == 0
+    by = {n["node"]: n for n in out["nodes"]}
+    # 40 x 3g.20gb needs 20 of the 24 A100s split 3g+3g: both empty A100 nodes, then the
+    # one with fewer pods to wait for (9 on a100-bal-0 against 10 on a100-1g-0)
+    assert {n for n, v in by.items() if v["changed"]} == {"a100-1g-1", "a100-bal-1",
+                                                          "a100-bal-0"}
+    assert len(by["a100-bal-0"]["drain"]) == 9 and not by["a100-bal-1"]["drain"]
+    assert not by["h100-7g-0"]["changed"]  # no H100 profile is forecast: H100s untouched
+
+
+def test_cli_unknown_model_is_one_line_exit_2(tmp_path):
+    snap = tmp_path / "a30.json"
+    snap.write_text(json.dumps({"kind": "List", "items": [a30_node()]}))
+    proc = run_cli("mig", "plan", "--snapshot", str(snap))
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "node a30-0", "no known MIG geometry")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--demo", "--quantile", "p75"], "--quantile"),
+    ([], "--snapshot FILE or --demo"),
+    (["--snapshot", "/nonexistent.json"], "snapshot not found"),
+])
+def test_cli_bad_input_is_one_line_exit_2(args, needle):
+    proc = run_cli("mig", "plan", *args)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, needle)
+
+
+# ---- REST ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def api() -> TestClient:
+    store = ModelStore(None)
+    store.refresh()
+    return TestClient(create_api(store))
+
+
+def test_rest_plan_matches_the_planner(api):
+    nodes, pods, rows = demo()
+    body = {"snapshot": {"kind": "List", "items": nodes + pods}, "quantile": "p90",
+            "forecast": [{k: (float(v) if k.startswith("p") else v) for k, v in r.items()
+                          if v != ""} for r in rows]}
+    r = api.post("/v1/mig/plan", json=body)
+    assert r.status_code == 200, r.text
+    assert r.json()["commands"] == plan_objects(nodes, pods, rows, "p90").commands
+
+
+@pytest.mark.parametrize("body,field", [
+    ({"snapshot": {"kind": "List", "items": []}, "quantile": "p75"}, "quantile"),
+    ({"snapshot": {"kind": "List", "items": []}, "forecast": [{"p90": 1}]}, "forecast.0.unique_id"),
+    ({"snapshot": {"kind": "List", "items": []},
+      "forecast": [{"unique_id": "mig:1g.5gb", "p90": "lots"}]}, "forecast.0.p90"),
+    ({"snapshot": {"kind": "List", "items": []}, "colour": 1}, "colour"),
+    ({"snapshot": {"items": 3}}, "snapshot"),
+    ({"snapshot": {"kind": "List", "items": [a30_node()]}}, "snapshot: node a30-0"),
+    ({"snapshot": {"kind": "List", "items": []}}, "snapshot: no MIG node"),
+])
+def test_rest_bad_input_is_422_naming_the_field(api, body, field):
+    r = api.post("/v1/mig/plan", json=body)
+    assert r.status_code == 422, r.text
+    assert r.json()["error"].startswith(field)
+
+
+def test_rest_get_needs_cluster_state_and_plans_it():
+    store = ModelStore(None)
+    store.refresh()
+    assert TestClient(create_api(store)).get("/v1/mig/plan").status_code == 503
+    state = load_snapshot(DATA / "demo_snapshot.json")
+    hook = ExtenderHook(state, ProviderSet(), load_config())
+    r = TestClient(create_api(store, hook)).get("/v1/mig/plan", params={"quantile": "p50"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["quantile"] == "p50" and len(out["nodes"]) == 7
+    # bound pods only (pending ones are not in the extender's state): demand already met
+    assert out["commands"] == []

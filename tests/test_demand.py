@@ -200,3 +200,33 @@ def test_targets_roundtrip_and_beat_persistence(tmp_path, target):
     back = DemandForecaster.load(tmp_path / "m")
     pd.testing.assert_frame_equal(model.predict(df), back.predict(df))
     assert back.target == target and back.served_ == model.served_
+
+
+def test_dlrm_arrivals_exclude_instances_that_existed_before_the_window():
+    from features.dlrm_trace import TOTAL, dlrm_arrivals
+
+    path = TRACES / "dlrm-2025" / "disaggregated_DLRM_trace.csv"
+    if not path.is_file():
+        pytest.skip(f"DLRM trace absent at {path}")
+    raw = pd.read_csv(path, usecols=["gpu_request", "creation_time"])
+    tot = dlrm_arrivals(path)
+    apps = dlrm_arrivals(path, by="app")
+    inside = raw["creation_time"].notna()
+    assert tot["y"].sum() == raw.loc[inside, "gpu_request"].sum() < raw["gpu_request"].sum()
+    assert set(tot["unique_id"]) == {TOTAL} and tot["ds"].diff().dropna().eq(pd.Timedelta("10min")).all()
+    # the apps partition the total, bin by bin
+    np.testing.assert_allclose(apps.groupby("ds")["y"].sum().to_numpy(), tot["y"].to_numpy())
+
+
+def test_gateway_qps_is_the_gateway_wide_series():
+    from features.gateway_qps import gateway_qps
+
+    path = TRACES / "genai-2026-dev" / "qps_dev.csv"
+    if not path.is_file():
+        pytest.skip(f"GenAI trace absent at {path}")
+    s = gateway_qps(path)
+    raw = pd.read_csv(path, dtype={"container_ip": str})
+    gw = raw[raw["container_ip"].isna() & (raw["request_type"] == "API Requests")]
+    assert s["unique_id"].unique().tolist() == ["gateway"]
+    assert s["y"].min() >= gw["value"].min() and s["y"].max() <= gw["value"].max()
+    assert len(s) == pytest.approx((gw["timestamp_anon"].max() - gw["timestamp_anon"].min()) / 60, abs=2)

@@ -174,6 +174,7 @@ class ClusterState:
     def delete_node(self, name: str) -> None:
         with self.lock:
             self.nodes.pop(name, None)
+            self.mig_free.pop(name, None)
             row = self.index.pop(name, None)
             if row is not None:
                 self._rows_cache.clear()
@@ -324,9 +325,11 @@ class ClusterState:
         K = self.res_code.shape[1]
         pods = sorted((self.pods[k] for k in self.by_node.get(name, ()) if k in self.pods),
                       key=lambda p: p.key)
-        mig_used = mig_k8s.used_by(pods)
-        self.mig_free[name] = {p: n - mig_used.get(p, 0) for p, n in info.mig.capacity} \
-            if info.mig is not None else {}
+        if info.mig is not None:  # only MIG nodes have an entry: "no MIG at all" is O(1)
+            used = mig_k8s.used_by(pods)
+            self.mig_free[name] = {p: n - used.get(p, 0) for p, n in info.mig.capacity}
+        else:
+            self.mig_free.pop(name, None)
         for i, pod in enumerate(pods):
             milli = 0.0 if pod.mig_count else pod.milli if pod.milli > 0 else (
                 min(1000.0, 1000.0 * pod.gpu_memory_mib / info.gpu_mem_mib)

@@ -173,3 +173,25 @@ def test_cli_bad_input_exits_2(capsys):
     assert main(["timeline", "--days", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 4
+
+
+def test_running_aggregates_match_a_recount():
+    from simulator.timeline.cluster import TimelineCluster
+
+    c = TimelineCluster(nodes(8, 8, 2, 4))
+    rng = np.random.default_rng(0)
+    placed = []
+    for _ in range(1500):
+        if placed and rng.random() < 0.5:
+            c.release(*placed.pop(int(rng.integers(len(placed)))))
+        else:
+            g = int(rng.choice([1, 2, 8]))
+            m = int(rng.choice([300, 1000])) if g == 1 else 1000
+            ok = np.flatnonzero(c.whole >= g if m == 1000 else c.maxfree >= m)
+            if not len(ok):
+                continue
+            n = int(rng.choice(ok))
+            slots = c.place(n, int(np.flatnonzero(c.gpu_free[n] >= m)[0]), 0, 0, g, m)
+            placed.append((n, slots, g, m))
+        a, b = c.aggregates(), c.aggregates(np.ones(4, bool))  # running totals vs recount
+        assert (a.ge[:9], a.maxfree, a.whole, a.milli) == (b.ge[:9], b.maxfree, b.whole, b.milli)

@@ -19,15 +19,29 @@ class TimelineCluster(Cluster):
         self.maxfree = np.where(self.nodes.gpus > 0, MILLI, 0).astype(np.int64)
         self.node_free = self.gpu_free.sum(axis=1)  # free milli per node
         self.empty_version = 0  # bumped when a node turns empty or stops being empty
+        # running totals, so that the whole-cluster aggregates cost O(1) per decision
+        self._hist = np.bincount(self.whole, minlength=self.shape[1] + 1).tolist()
+        self._mf_hist = np.bincount(self.maxfree, minlength=MILLI + 1)
+        self._whole_sum = int(self.whole.sum())
+        self._milli_sum = int(self.node_free.sum())
+        self._every: Aggregates | None = None
 
     def _refresh(self, node: int) -> None:
         row = self.gpu_free[node]
-        was = self.whole[node] == self.nodes.gpus[node]
-        self.whole[node] = int((row >= MILLI).sum())
-        if was != (self.whole[node] == self.nodes.gpus[node]):
+        old_w, old_mf, old_free = int(self.whole[node]), int(self.maxfree[node]), \
+            int(self.node_free[node])
+        w, mf, free = int((row >= MILLI).sum()), int(row.max()), int(row.sum())
+        full = int(self.nodes.gpus[node])
+        if (old_w == full) != (w == full):
             self.empty_version += 1
-        self.maxfree[node] = int(row.max())
-        self.node_free[node] = int(row.sum())
+        self.whole[node], self.maxfree[node], self.node_free[node] = w, mf, free
+        self._hist[old_w] -= 1
+        self._hist[w] += 1
+        self._mf_hist[old_mf] -= 1
+        self._mf_hist[mf] += 1
+        self._whole_sum += w - old_w
+        self._milli_sum += free - old_free
+        self._every = None
 
     def place(self, node, first_slot, cpu, mem, num_gpu, milli):
         slots = super().place(node, first_slot, cpu, mem, num_gpu, milli)
@@ -49,7 +63,18 @@ class TimelineCluster(Cluster):
         return self.whole == self.nodes.gpus
 
     def aggregates(self, allowed: np.ndarray | None = None) -> "Aggregates":
-        """What a scheduling pass needs to know whether a shape fits, in O(N) once."""
+        """What a scheduling pass needs to know whether a shape fits: from the running
+        totals for the whole cluster, in O(N) over the ``allowed`` nodes otherwise."""
+        if allowed is None:
+            if self._every is None:
+                ge, acc = [0] * len(self._hist), 0
+                for g in range(len(self._hist) - 1, -1, -1):
+                    acc += self._hist[g]
+                    ge[g] = acc
+                ge += [0] * max(0, 9 - len(ge))
+                self._every = Aggregates(ge, int(np.flatnonzero(self._mf_hist)[-1]),
+                                         self._whole_sum, self._milli_sum)
+            return self._every
         w = self.whole if allowed is None else self.whole[allowed]
         ge = np.cumsum(np.bincount(w, minlength=9)[::-1])[::-1]  # ge[g]: nodes with >= g
         mf = self.maxfree if allowed is None else self.maxfree[allowed]

@@ -90,13 +90,17 @@ class Placer:
                ) -> tuple[int, int] | None:
         c = self.cluster
         pod = Pod(0, 0, gpus, milli, "")
-        node_ok, slots = c.feasible(0, 0, gpus, milli, "")
+        # what Cluster.feasible answers for a GPU-only pod, from the kept per-node aggregates
+        if milli < 1000:
+            node_ok = c.maxfree >= milli
+        else:
+            node_ok = c.whole >= gpus
         if allowed is not None:
-            node_ok = node_ok & allowed
+            node_ok &= allowed
         cand = np.flatnonzero(node_ok)
         if not len(cand):
             return None
-        slots = slots & node_ok[:, None]
+        slots = (c.gpu_free >= milli) & node_ok[:, None]
         self.policy.pod_index += 1
         node_score, slot_score = self.policy.score(pod, node_ok, slots)
         s = node_score[cand]

@@ -1,0 +1,184 @@
+"""Timeline replay (issue 16): policies x arrival profiles x seeds, over time with departures.
+
+Usage: nice .venv/bin/python bench/replay_timeline.py --phase final --seeds 100-104 \
+           --profiles helios,dlrm --days 14 [--no-gang] [--table-only]
+Every finished (phase, profile, seed, policy, gang) run is cached, one JSON line each, in
+bench/results/replay_timeline_runs.jsonl, so the grid can run in pieces (several processes);
+the markdown is rebuilt from the cache: bench/results/replay_timeline.md (final phase) and
+replay_timeline_dev.md (dev phase), plus replay_timeline_<profile>.png for one seed.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchenv import machine  # noqa: E402
+
+from simulator.replay.compare import parse_seeds, shared_traces_dir  # noqa: E402
+from simulator.timeline.policies import POLICIES  # noqa: E402
+from simulator.timeline.workload import CLASSES  # noqa: E402
+
+RESULTS = Path(__file__).parent / "results"
+CACHE = RESULTS / "replay_timeline_runs.jsonl"
+GROUPS = (*CLASSES, "8+gang")
+
+
+def _load() -> list[dict]:
+    return [json.loads(x) for x in CACHE.read_text().splitlines()] if CACHE.exists() else []
+
+
+def run(a: argparse.Namespace) -> None:
+    from simulator.replay.data import load_nodes
+    from simulator.timeline.plot import plot_timeline
+    from simulator.timeline.run import CaseConfig, run_case
+
+    nodes = load_nodes(shared_traces_dir() / "openb-2023" / "csv" /
+                       "openb_node_list_gpu_node.csv")
+    done = {(r["phase"], r["profile"], r["seed"], r["policy"], r["gang_semantics"], r["days"])
+            for r in _load()}
+    pols = list(POLICIES) if a.policies == "all" else a.policies.split(",")
+    for prof in a.profiles.split(","):
+        for seed in parse_seeds(a.seeds):
+            todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
+                         not in done)
+            if not todo:
+                continue
+            cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
+                             policies=todo, horizon=a.horizon, quantile=a.quantile)
+            rows, raw = run_case(nodes, cfg, keep=a.plot)
+            for r in rows:
+                r.update(phase=a.phase, days=a.days, horizon=a.horizon, quantile=a.quantile)
+                with CACHE.open("a") as f:
+                    f.write(json.dumps(r) + "\n")
+                print(f"{a.phase} {prof} {seed} {r['policy']}: 8+gang p95 "
+                      f"{r['8+gang']['p95_min']} min, alloc {r['alloc_mean']} "
+                      f"({r['cpu_seconds']} cpu s)", flush=True)
+            if raw:
+                plot_timeline({k: v.samples for k, v in raw.items()},
+                              RESULTS / f"replay_timeline_{prof}.png",
+                              f"{prof} arrivals, seed {seed}, {a.days:g} days "
+                              f"({'gangs all-or-nothing' if not a.no_gang else 'no gang semantics'})")
+
+
+def _mean(xs: list) -> float:
+    xs = [x for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else float("nan")
+
+
+def table(runs: list[dict], phase: str) -> list[str]:
+    runs = [r for r in runs if r["phase"] == phase]
+    out: list[str] = []
+    for prof in sorted({r["profile"] for r in runs}):
+        gang = [r for r in runs if r["profile"] == prof and r["gang_semantics"]]
+        if not gang:
+            continue
+        seeds = sorted({r["seed"] for r in gang})
+        days = sorted({r["days"] for r in gang})
+        out += [f"### {prof} arrivals, gangs all-or-nothing: seeds {seeds}, {days} days", "",
+                "Queueing delay p50 / p95 in minutes, mean over seeds; alloc = mean GPU "
+                "allocation %; frag-blk = jobs blocked while enough GPUs were free in "
+                "fragments (per run); held = small/8-GPU jobs that waited on the reservation.",
+                "", "| policy | " + " | ".join(GROUPS) + " | alloc % | queue | frag-blk jobs |"
+                " frag events | held jobs | reserved GPUs | cpu s | wall s |",
+                "|---" * (len(GROUPS) + 9) + "|"]
+        for p in POLICIES:
+            rs = [r for r in gang if r["policy"] == p]
+            if not rs:
+                continue
+            cells = [f"{_mean([r[g]['p50_min'] for r in rs]):.1f} / "
+                     f"{_mean([r[g]['p95_min'] for r in rs]):.1f}" for g in GROUPS]
+            held = _mean([sum(r[g]["held"] * r[g]["n"] for g in CLASSES) for r in rs])
+            out.append(f"| {p} | " + " | ".join(cells) +
+                       f" | {_mean([r['alloc_mean'] for r in rs]):.2f}"
+                       f" | {_mean([r['queue_mean'] for r in rs]):.1f}"
+                       f" | {_mean([r['frag_blocked_jobs'] for r in rs]):.0f}"
+                       f" | {_mean([r['frag_events'] for r in rs]):.0f}"
+                       f" | {held:.0f} | {_mean([r['reserved_mean'] for r in rs]):.0f}"
+                       f" | {_mean([r['cpu_seconds'] for r in rs]):.1f}"
+                       f" | {_mean([r['seconds'] for r in rs]):.1f} |")
+        out += ["", "p95 change against `fgd` per seed (8-GPU / gang / 8+gang), and mean "
+                "allocation difference in points:", "",
+                "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |",
+                "|---" * (len(seeds) + 2) + "|"]
+        for p in POLICIES:
+            if p == "fgd":
+                continue
+            cells, acc = [], {g: [] for g in ("8", "gang", "8+gang", "alloc")}
+            for s in seeds:
+                b = [r for r in gang if r["seed"] == s and r["policy"] == "fgd"]
+                x = [r for r in gang if r["seed"] == s and r["policy"] == p]
+                if not b or not x:
+                    cells.append("")
+                    continue
+                b, x = b[0], x[0]
+                ch = {g: 100 * (x[g]["p95_min"] / b[g]["p95_min"] - 1) if b[g]["p95_min"]
+                      else float("nan") for g in ("8", "gang", "8+gang")}
+                da = x["alloc_mean"] - b["alloc_mean"]
+                for g in ch:
+                    acc[g].append(ch[g])
+                acc["alloc"].append(da)
+                cells.append(f"{ch['8']:+.0f} / {ch['gang']:+.0f} / {ch['8+gang']:+.0f} %, "
+                             f"{da:+.2f}")
+            cells.append(f"{_mean(acc['8']):+.0f} / {_mean(acc['gang']):+.0f} / "
+                         f"{_mean(acc['8+gang']):+.0f} %, {_mean(acc['alloc']):+.2f}")
+            out.append(f"| {p} | " + " | ".join(cells) + " |")
+        out.append("")
+    loose = [r for r in runs if not r["gang_semantics"]]
+    if loose:
+        out += ["### Without gang semantics (gang pods placed one by one)", "",
+                "| profile | seed | days | policy | gang p50 / p95 min | gang deadlock episodes |"
+                " partial gangs timed out | frag-blk jobs | alloc % |", "|---" * 9 + "|"]
+        for r in sorted(loose, key=lambda r: (r["profile"], r["seed"],
+                                              list(POLICIES).index(r["policy"]))):
+            out.append(f"| {r['profile']} | {r['seed']} | {r['days']:g} | {r['policy']} | "
+                       f"{r['gang']['p50_min']} / {r['gang']['p95_min']} | "
+                       f"{r['gang_deadlocks']} | {r['gang_restarts']} | "
+                       f"{r['frag_blocked_jobs']} | {r['alloc_mean']:.2f} |")
+        out.append("")
+    return out
+
+
+def write(phase: str, command: str, notes: Path | None) -> None:
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True, cwd=Path(__file__).parent).stdout.strip()
+    name = "replay_timeline.md" if phase == "final" else "replay_timeline_dev.md"
+    lines = [f"# Timeline replay: what prospective placement buys ({phase} seeds)", "",
+             f"- command: `{command}`", f"- machine: {machine()}",
+             f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+             f"- git rev: {rev} (runs cached in `{CACHE.name}`)", ""]
+    if notes is not None and notes.exists():
+        lines += [notes.read_text().rstrip(), ""]
+    lines += table(_load(), phase)
+    (RESULTS / name).write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--phase", choices=("dev", "final"), default="dev")
+    ap.add_argument("--seeds", default="0-4")
+    ap.add_argument("--profiles", default="helios,dlrm")
+    ap.add_argument("--policies", default="all")
+    ap.add_argument("--days", type=float, default=14.0)
+    ap.add_argument("--horizon", type=int, default=3)
+    ap.add_argument("--quantile", default="p50")
+    ap.add_argument("--no-gang", action="store_true")
+    ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
+    ap.add_argument("--notes", type=Path, help="markdown put above the tables")
+    ap.add_argument("--table-only", action="store_true")
+    a = ap.parse_args()
+    if not a.table_only:
+        run(a)
+    write(a.phase, "nice .venv/bin/python bench/replay_timeline.py " + " ".join(sys.argv[1:]),
+          a.notes)
+
+
+if __name__ == "__main__":
+    main()

@@ -37,6 +37,10 @@ GPUS_UNHEALTHY = Gauge("foresight_cluster_gpus_unhealthy",
                        "GPUs the health component keeps from new pods, by first reason",
                        ["reason"])
 UNHEALTHY_REASONS = ("drained", "xid", "ecc_dbe")
+MIG_FREE = Gauge("foresight_mig_devices_free", "Free MIG devices per profile", ["profile"])
+MIG_STRANDED = Gauge("foresight_mig_slices_stranded",
+                     "MIG compute slices no MIG shape seen can use (in no instance, or free in "
+                     "a profile nobody asks for)")
 
 
 def capacity(state: Any) -> dict[str, Any]:
@@ -89,6 +93,16 @@ class Indicators:
         self._queues: set[str] = set()
         self._lock = threading.Lock()
 
+    def _mig(self) -> None:
+        from scheduler_hook.mig_k8s import cluster_mig
+
+        st = self.state
+        with st.lock:
+            free, stranded = cluster_mig(list(st.nodes.values()), st.mig_free, st.mig_counts)
+        for p, n in free.items():
+            MIG_FREE.labels(p).set(n)
+        MIG_STRANDED.set(stranded)
+
     def refresh(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         with self._lock:
@@ -102,6 +116,7 @@ class Indicators:
                                                     else 0.0)
                 for reason, n in cap["unhealthy"].items():
                     GPUS_UNHEALTHY.labels(reason).set(n)
+                self._mig()
             self._seen = version
             w = waiting(self.state, now)
             for q in self._queues - set(w["queues"]):  # a queue that emptied reads 0

@@ -161,3 +161,26 @@ def used_by(pods: Iterable[Any]) -> Counter[str]:
         if getattr(p, "mig_count", 0):
             used[p.mig_profile] += p.mig_count
     return used
+
+
+def cluster_mig(nodes: Iterable[Any], mig_free: dict[str, dict[str, int]],
+                seen: Iterable[tuple[str, int]]) -> tuple[dict[str, int], int]:
+    """Free MIG devices per profile on schedulable nodes, and stranded compute slices: those in
+    no instance of the geometry (e.g. the 7th of 3g+3g) plus those in free instances of a
+    profile no MIG pod seen asks for (MIG's own fragmentation)."""
+    wanted = {p for p, _ in seen}
+    free_by: Counter[str] = Counter()
+    stranded = 0
+    for info in nodes:
+        m = info.mig
+        if m is None or not info.schedulable:
+            continue
+        free = mig_free.get(info.name, {})
+        for p, n in free.items():
+            free_by[p] += max(n, 0)
+            if p not in wanted:
+                stranded += mig.profile_compute(p) * max(n, 0)
+        gpus = m.physical_gpus(m.model(info.gpu_mem_mib))
+        used = sum(mig.profile_compute(p) * n for p, n in m.capacity)
+        stranded += max(gpus * mig.COMPUTE_SLICES - used, 0)
+    return dict(free_by), stranded

@@ -197,3 +197,36 @@ def test_rest_get_needs_cluster_state_and_plans_it():
     assert out["quantile"] == "p50" and len(out["nodes"]) == 7
     # bound pods only (pending ones are not in the extender's state): demand already met
     assert out["commands"] == []
+
+
+def test_cli_fits_the_demand_forecaster_on_mig_series(tmp_path):
+    """The plan from the demand forecaster's own per-shape quantiles: 3g.20gb use around
+    20 instances over the next 6 h (the demo A100s offer 16) must re-split a node; the 1g.5gb and
+    a non-MIG series ride along."""
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng(0)
+    ds = pd.date_range("2026-11-01", periods=12 * 144, freq="10min")
+    daily = np.sin(2 * np.pi * (ds.hour.to_numpy() - 6) / 24)
+    frames = [pd.DataFrame({"unique_id": uid, "ds": ds,
+                            "y": np.maximum(base * (1 + 0.4 * daily)
+                                            + rng.normal(0, 1, len(ds)), 0).round()})
+              for uid, base in (("inference|mig:3g.20gb", 28), ("inference|mig:1g.5gb", 20),
+                                ("inference|2", 5))]
+    series = tmp_path / "mig_series.csv"
+    pd.concat(frames).to_csv(series, index=False)
+    nodes, pods, _ = demo()
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps({"kind": "List", "items": nodes + pods}))
+    proc = run_cli("mig", "plan", "--snapshot", str(snap), "--series", str(series),
+                   "--horizon", "6h", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert set(out["demand"]) == {"3g.20gb", "1g.5gb"}  # the non-MIG series is left out
+    assert out["demand"]["3g.20gb"] > 16 and "forecast" in out["source"]
+    assert out["changes"] >= 1 and out["unmet_slices_after"] == 0
+    proc = run_cli("mig", "plan", "--snapshot", str(snap), "--series", str(series),
+                   "--forecast", str(DATA / "demo_forecast.csv"))
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "not both")

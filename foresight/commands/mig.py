@@ -30,6 +30,34 @@ def _read_forecast(path: Path) -> list[dict]:
     return rows
 
 
+def _forecast_series(path: Path, freq: str, horizon: str, agg: str, val_bins: int
+                     ) -> list[dict]:
+    """Fit the demand forecaster on the MIG series of a long CSV (`unique_id` =
+    `<queue>|mig:<profile>`, `y` = instances in use per bin for agg=mean, or requested per bin
+    for agg=sum) and return its next-horizon forecast rows (p10/p50/p90 per series)."""
+    from features.demand_series import horizon_bins, read_series_csv, regularize
+    from forecaster.demand import DemandForecaster
+
+    if agg not in ("sum", "mean"):
+        raise ForesightError(f"bad --agg {agg!r}: use sum or mean")
+    df = read_series_csv(path)
+    df = df[df["unique_id"].astype(str).str.rsplit("|", n=1).str[-1].str.startswith("mig:")]
+    if df.empty:
+        raise ForesightError(f"series {path}: no MIG series (unique_id <queue>|mig:<profile>)")
+    df = regularize(df, freq, agg)
+    H = horizon_bins(horizon, freq)
+    if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
+        raise ForesightError(f"series {path} too short for a {val_bins}-bin calibration "
+                             "window: lower --val-bins")
+    try:
+        model = DemandForecaster(freq=freq, horizon=H, agg=agg, val_bins=val_bins).fit(df)
+    except ValueError as exc:
+        raise ForesightError(str(exc).splitlines()[0]) from None
+    fc = model.predict(df)
+    return [{"unique_id": str(r.unique_id), "origin": str(r.origin), "p10": float(r.p10),
+             "p50": float(r.p50), "p90": float(r.p90)} for r in fc.itertuples()]
+
+
 def _read_snapshot(path: Path) -> tuple[list[dict], list[dict]]:
     from scheduler_hook.snapshot import split_list
 
@@ -89,6 +117,14 @@ def register(app: typer.Typer) -> None:
                                         "(data/mig/demo_snapshot.json and its forecast)."),
               forecast: Path = typer.Option(None, "--forecast", help="Forecast CSV (unique_id "
                                             "<queue>|mig:<profile>, p10, p50, p90)."),
+              series: Path = typer.Option(None, "--series", help="MIG demand series CSV "
+                                          "(unique_id <queue>|mig:<profile>, ds, y): the demand "
+                                          "forecaster is fitted on it and forecasts --horizon."),
+              horizon: str = typer.Option("6h", "--horizon", help="Forecast horizon (--series)."),
+              freq: str = typer.Option("10min", "--freq", help="Bin size (--series)."),
+              agg: str = typer.Option("mean", "--agg", help="mean: y = instances in use (a "
+                                      "level); sum: y = instances requested per bin (--series)."),
+              val_bins: int = typer.Option(1008, "--val-bins", help="Calibration bins (--series)."),
               quantile: str = typer.Option("p90", "--quantile", help="p10, p50 or p90."),
               custom: bool = typer.Option(False, "--custom", help="Also consider valid "
                                           "geometries that are not named in mig-parted's file."),
@@ -103,9 +139,12 @@ def register(app: typer.Typer) -> None:
         if (snapshot is None) == (not demo):
             raise ForesightError("give --snapshot FILE or --demo (one of them)")
         nodes, pods = _read_snapshot(snapshot or DEMO_DIR / "demo_snapshot.json")
-        if forecast is None and demo:
+        if forecast is not None and series is not None:
+            raise ForesightError("give --forecast or --series, not both")
+        if forecast is None and series is None and demo:
             forecast = DEMO_DIR / "demo_forecast.csv"
-        rows = _read_forecast(forecast) if forecast is not None else None
+        rows = _read_forecast(forecast) if forecast is not None else \
+            _forecast_series(series, freq, horizon, agg, val_bins) if series is not None else None
         try:
             p = plan_objects(nodes, pods, rows, quantile, custom)
         except (MigError, ValueError) as exc:

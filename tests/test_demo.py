@@ -24,7 +24,8 @@ def test_demo_publishes_every_model_then_keeps_them(tmp_path, capsys):
         if k in withheld:
             assert v["backtest"]["mae"] >= base and name in v["reason"]
         else:  # no published kind is worse than its best baseline on the backtest shown
-            assert reg.manifest(k, "1")["metrics"]["mae"] <= base
+            # (a baseline of record may differ from it by float32 rounding of its constant)
+            assert reg.manifest(k, "1")["metrics"]["mae"] <= base * (1 + 1e-6)
     # first run publishes version 1 of each; the identical second run publishes nothing new
     assert all(reg.current(k) == "1" and reg.versions(k) == ["1"] for k in kinds)
     assert reg.verify() == []

@@ -2,7 +2,9 @@
 
 Split by time: train on co-location episodes that ended before the cutoff, test on episodes
 that started after it (episodes straddling the cutoff are dropped from both). Baseline: the
-training median speed for every pair, computed in the same run.
+training median speed for every pair, computed in the same run. `as_baseline` turns the fitted
+model into that baseline (a one-leaf booster predicting the training median, its p10 margin
+calibrated on the training speeds): the model of record when the fitted one does not beat it.
 """
 from __future__ import annotations
 
@@ -46,18 +48,47 @@ def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
     return pick(tr), pick(te)
 
 
+def _speeds(pairs: pd.DataFrame) -> pd.Series:
+    return pd.concat([pairs["a_speed"], pairs["b_speed"]]).dropna()
+
+
 def fit(train: dict, cfg):
     from forecaster.interference import InterferenceModel
 
-    return InterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
-                             seed=cfg.seed).fit(train["pairs"])
+    m = InterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
+                          seed=cfg.seed).fit(train["pairs"])
+    m.train_speeds_ = _speeds(train["pairs"]).to_numpy()
+    return m
+
+
+def as_baseline(model, name: str):
+    """The fitted model's artifact, its point booster replaced by the training median (the
+    `median` baseline; LightGBM stores it as float32) and its p10 margin set so that 10 % of
+    the training speeds fall below it."""
+    import lightgbm as lgb
+    from forecaster.interference import margin_scale
+
+    if name != "median":
+        raise ValueError(f"interference has no baseline {name!r}")
+    med = float(np.median(model.train_speeds_))
+    n = len(model.feature_names_)
+    model.point_ = lgb.train({"objective": "l2", "verbose": -1, "num_threads": 1},
+                             lgb.Dataset(np.zeros((20, n)), np.full(20, med)),
+                             num_boost_round=1)
+    scale = float(np.asarray(margin_scale(np.array([med])))[0])
+    model.offset_ = float(max(med - np.quantile(model.train_speeds_, 0.1), 0.0) / scale)
+    model.p10_ = None
+    model.served_ = "median"
+    return model
 
 
 def fit_dask(train: dict, cfg, client):
     """The same model, its point booster trained through lightgbm.dask (see training.dask_fit)."""
     from training.dask_fit import fit_interference_dask
 
-    return fit_interference_dask(train["pairs"], cfg, client)
+    m = fit_interference_dask(train["pairs"], cfg, client)
+    m.train_speeds_ = _speeds(train["pairs"]).to_numpy()
+    return m
 
 
 def _long(pairs: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
@@ -77,8 +108,7 @@ def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
     pairs = test["pairs"]
     pred = _long(pairs, model.predict(pairs))
     err = pred["pred"] - pred["y"]
-    train_speeds = pd.concat([train["pairs"]["a_speed"], train["pairs"]["b_speed"]]).dropna()
-    base = float(train_speeds.median())
+    base = float(_speeds(train["pairs"]).median())
     m = {"primary": PRIMARY, "mae": float(err.abs().mean()),
          "rmse": float(np.sqrt((err ** 2).mean())),
          "p10_coverage": float((pred["y"] < pred["p10"]).mean()),

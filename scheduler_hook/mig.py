@@ -80,6 +80,7 @@ class Profile:
         return STARTS[(self.compute, self.memory)]
 
 
+@lru_cache(maxsize=1024)
 def profile(name: str, model: GpuModel | str) -> Profile:
     """The slice shape of `name` on `model`; MigError when the model has no such profile."""
     m = MODELS[model] if isinstance(model, str) else model
@@ -210,6 +211,12 @@ def _raw_configs(path: str) -> dict[str, list[dict]]:
 
 
 def configs_for(model: GpuModel | str, path: str | Path = CONFIG_PATH) -> dict[str, NamedConfig]:
+    m = MODELS[model] if isinstance(model, str) else model
+    return dict(_configs_for(m.name, str(path)))
+
+
+@lru_cache(maxsize=64)
+def _configs_for(model: str, path: str) -> dict[str, NamedConfig]:
     """The named configurations that apply to `model`, in file order.
 
     An entry with a `device-filter` applies when it lists one of the model's PCI ids; one
@@ -217,9 +224,9 @@ def configs_for(model: GpuModel | str, path: str | Path = CONFIG_PATH) -> dict[s
     means in comments). A config whose applicable entry is not valid under the slice model is
     still returned: `is_valid` is the check, and the tests run it on every one.
     """
-    m = MODELS[model] if isinstance(model, str) else model
+    m = MODELS[model]
     out: dict[str, NamedConfig] = {}
-    for name, entries in _raw_configs(str(path)).items():
+    for name, entries in _raw_configs(path).items():
         chosen = None
         for e in entries or []:
             ids = _ids(e)
@@ -249,6 +256,12 @@ def maximal_geometries(model: GpuModel | str) -> list[Geometry]:
     """Every valid geometry of one GPU to which no further instance can be added (the
     candidates beyond the named ones; a few dozen per model)."""
     m = MODELS[model] if isinstance(model, str) else model
+    return [dict(g) for g in _maximal(m.name)]
+
+
+@lru_cache(maxsize=16)
+def _maximal(model: str) -> tuple[tuple[tuple[str, int], ...], ...]:
+    m = MODELS[model]
     names = [n for n in _base_profiles(m)]
     found: set[tuple[tuple[str, int], ...]] = set()
 
@@ -264,7 +277,7 @@ def maximal_geometries(model: GpuModel | str) -> list[Geometry]:
             if all(not is_valid({**geo, n: geo.get(n, 0) + 1}, m) for n in names):
                 found.add(tuple(sorted(geo.items())))
     grow({}, 0)
-    return [dict(g) for g in sorted(found)]
+    return tuple(sorted(found))
 
 
 def _base_profiles(m: GpuModel) -> list[str]:

@@ -202,12 +202,24 @@ def plan(states: list[NodeState], demand: dict[str, float], *, custom: bool = Fa
         supply.update(s.offer)
     before = Counter(supply)
     chosen: dict[str, Candidate] = {}
-    cands = {s.name: candidates(s, custom) for s in states}
+    cands: dict[str, list[Candidate]] = {}
+    by_kind: dict[tuple[str, str], list[Candidate]] = {}  # per GPU model and strategy
+    for s in states:
+        kind = (s.model.name, s.strategy)
+        if kind not in by_kind:
+            by_kind[kind] = candidates(s, custom)
+        cands[s.name] = by_kind[kind]
     while unmet(demand, supply) > 0:
         base, best = unmet(demand, supply), None
+        alike: set[tuple] = set()  # nodes of one model, size, geometry and pod count score alike
         for s in states:
             if s.name in chosen or s.busy:
                 continue
+            kind = (s.model.name, s.gpus, s.strategy, tuple(sorted(s.offer.items())),
+                    len(s.pods))
+            if kind in alike:
+                continue
+            alike.add(kind)
             rest = supply - s.offer
             for c in cands[s.name]:
                 gain = base - unmet(demand, rest + _offer(c, s.gpus))

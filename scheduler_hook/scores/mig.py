@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from scheduler_hook import mig
+from scheduler_hook.podspec import PodRequest
 from scheduler_hook.scores.base import ComponentResult, Context, constant
 
 FRAG_WEIGHT = 0.7  # the rest is packing: 0.3
@@ -37,7 +38,7 @@ def _row_nodes(ctx: Context) -> list:
     return [ctx.state.nodes.get(names[r]) for r in ctx.rows.tolist()]
 
 
-def request_text(pod) -> str:
+def request_text(pod: PodRequest) -> str:
     """The resource the pod asks for, as the device plugin names it."""
     if pod.mig_single:
         return f"{pod.mig_count} x nvidia.com/gpu on a -MIG-{pod.mig_profile} node"

@@ -86,8 +86,8 @@ def table(runs: list[dict], phase: str) -> list[str]:
                 "allocation %; frag-blk = jobs blocked while enough GPUs were free in "
                 "fragments (per run); held = small/8-GPU jobs that waited on the reservation.",
                 "", "| policy | " + " | ".join(GROUPS) + " | alloc % | queue | frag-blk jobs |"
-                " frag events | held jobs | reserved GPUs | cpu s | wall s |",
-                "|---" * (len(GROUPS) + 9) + "|"]
+                " frag events | held jobs | reserved GPUs | empty 8-GPU nodes | cpu s | wall s |",
+                "|---" * (len(GROUPS) + 10) + "|"]
         for p in POLICIES:
             rs = [r for r in gang if r["policy"] == p]
             if not rs:
@@ -101,6 +101,7 @@ def table(runs: list[dict], phase: str) -> list[str]:
                        f" | {_mean([r['frag_blocked_jobs'] for r in rs]):.0f}"
                        f" | {_mean([r['frag_events'] for r in rs]):.0f}"
                        f" | {held:.0f} | {_mean([r['reserved_mean'] for r in rs]):.0f}"
+                       f" | {_mean([r['empty8_mean'] for r in rs]):.1f}"
                        f" | {_mean([r['cpu_seconds'] for r in rs]):.1f}"
                        f" | {_mean([r['seconds'] for r in rs]):.1f} |")
         out += ["", "p95 change against `fgd` per seed (8-GPU / gang / 8+gang), and mean "
@@ -148,7 +149,7 @@ def table(runs: list[dict], phase: str) -> list[str]:
 def write(phase: str, command: str, notes: Path | None) -> None:
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, cwd=Path(__file__).parent).stdout.strip()
-    name = "replay_timeline.md" if phase == "final" else "replay_timeline_dev.md"
+    name = "replay_timeline.md" if phase == "final" else f"replay_timeline_{phase}.md"
     lines = [f"# Timeline replay: what prospective placement buys ({phase} seeds)", "",
              f"- command: `{command}`", f"- machine: {machine()}",
              f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
@@ -162,13 +163,13 @@ def write(phase: str, command: str, notes: Path | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--phase", choices=("dev", "final"), default="dev")
+    ap.add_argument("--phase", choices=("dev", "final", "speed"), default="dev")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
     ap.add_argument("--days", type=float, default=14.0)
     ap.add_argument("--horizon", type=int, default=3)
-    ap.add_argument("--quantile", default="p50")
+    ap.add_argument("--quantile", default="p90")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

@@ -195,3 +195,22 @@ def test_running_aggregates_match_a_recount():
             placed.append((n, slots, g, m))
         a, b = c.aggregates(), c.aggregates(np.ones(4, bool))  # running totals vs recount
         assert (a.ge[:9], a.maxfree, a.whole, a.milli) == (b.ge[:9], b.maxfree, b.whole, b.milli)
+
+
+def test_cli_runs_on_a_small_cluster(tmp_path):
+    import json
+
+    from foresight.cli import main
+
+    csv = tmp_path / "nodes.csv"
+    csv.write_text("sn,cpu_milli,memory_mib,gpu,model\n" +
+                   "".join(f"n{i},64000,262144,{8 if i < 12 else 2},A100\n" for i in range(20)))
+    out = tmp_path / "r.json"
+    rc = main(["timeline", "--nodes", str(csv), "--days", "0.25", "--seeds", "1",
+               "--policies", "bestfit,fgd", "--out", str(out), "--plot",
+               str(tmp_path / "p.png")])
+    assert rc == 0
+    rows = json.loads(out.read_text())
+    assert [r["policy"] for r in rows] == ["bestfit", "fgd"]
+    assert {"frac", "1", "2-4", "8", "gang", "8+gang", "alloc_mean"} <= set(rows[0])
+    assert 0 < rows[0]["alloc_mean"] <= 100 and (tmp_path / "p.png").stat().st_size > 1000

@@ -31,7 +31,7 @@ def timeline_cmd(
     reserve_for: str = typer.Option("big", "--reserve-for", help="Jobs the reservation is "
                                     "for: big (8-GPU and gang) or gang."),
     horizon: int = typer.Option(3, "--horizon", help="Forecast horizon in 10-minute bins."),
-    quantile: str = typer.Option("p50", "--quantile", help="Forecast quantile reserved: p10, "
+    quantile: str = typer.Option("p90", "--quantile", help="Forecast quantile reserved: p10, "
                                  "p50 or p90."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the summaries as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of allocation and queue "

@@ -25,7 +25,7 @@ class CaseConfig:
     gang: bool = True
     reserve_for: str = "big"
     horizon: int = 3  # forecast horizon, 10-minute bins
-    quantile: str = "p50"
+    quantile: str = "p90"  # chosen on dev seeds (bench/replay_timeline_notes.md)
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 

@@ -7,12 +7,15 @@ forecast at a chosen quantile (`unique_id` = `<queue>|mig:<profile>`, summed ove
 sum of upper quantiles is conservative), or, without one, the MIG requests of the pods now
 running or pending (the mix of recent requests).
 
-Search: greedy over nodes. Unmet demand is counted in compute slices, sum over profiles of
-`c * max(0, demand - supply)`. Each step re-splits the one node whose best configuration
-removes the most unmet slices per unit of cost (1 + 1/4 per pod that must finish first: a GPU
-must be empty to be re-split, and mig-parted re-splits every GPU of a node for `devices: all`);
-a node changes at most once per plan. A last pass reverts any change the coverage does not
-need. Candidates: the named configs for the node's GPU model, and with `custom=True` every
+Search: unmet demand is counted in compute slices, sum over profiles of
+`c * max(0, demand - supply)`. The plan minimises it first, then the re-split cost (1 per node
+plus 1/4 per pod that must finish first: a GPU must be empty to be re-split, and mig-parted
+re-splits every GPU of a node for `devices: all`), then stranded slices, named configs before
+custom ones. It is solved exactly as a small integer program over classes of alike nodes
+(scheduler_hook.mig_solve, scipy's HiGHS); a greedy search (the change removing most unmet
+slices per unit of cost, one node at a time, needless changes reverted) gives the answer when
+scipy cannot, and is kept when the solver's is not better. A node changes at most once per
+plan. Candidates: the named configs for the node's GPU model, and with `custom=True` every
 maximal valid geometry (they need an entry in the mig-parted ConfigMap; the plan prints it).
 Single-strategy nodes keep one profile per node. Supply is pooled per profile across
 strategies (a mixed pod cannot use a single node's devices: a cluster mixing both strategies
@@ -195,13 +198,9 @@ def unmet(demand: dict[str, float], supply: Counter[str]) -> float:
 
 
 def plan(states: list[NodeState], demand: dict[str, float], *, custom: bool = False,
-         source: str = "", quantile: str = "p90") -> Plan:
+         source: str = "", quantile: str = "p90", exact: bool = True) -> Plan:
     """Propose a configuration per node (see module docstring)."""
-    supply: Counter[str] = Counter()
-    for s in states:
-        supply.update(s.offer)
-    before = Counter(supply)
-    chosen: dict[str, Candidate] = {}
+    supply = _supply(states, {})
     cands: dict[str, list[Candidate]] = {}
     by_kind: dict[tuple[str, str], list[Candidate]] = {}  # per GPU model and strategy
     for s in states:
@@ -209,6 +208,40 @@ def plan(states: list[NodeState], demand: dict[str, float], *, custom: bool = Fa
         if kind not in by_kind:
             by_kind[kind] = candidates(s, custom)
         cands[s.name] = by_kind[kind]
+    chosen = _greedy(states, cands, demand)
+    if exact:
+        from scheduler_hook.mig_solve import solve
+
+        best = solve(states, cands, demand, DRAIN_COST)
+        if best is not None and _cost(states, best, demand) < _cost(states, chosen, demand):
+            chosen = best
+    return _render(states, chosen, demand, supply, _supply(states, chosen), source, quantile)
+
+
+def _supply(states: list[NodeState], chosen: dict[str, Candidate]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for s in states:
+        c = chosen.get(s.name)
+        out.update(_offer(c, s.gpus) if c else s.offer)
+    return out
+
+
+def _cost(states: list[NodeState], chosen: dict[str, Candidate], demand: dict[str, float]
+          ) -> tuple[float, float, int]:
+    """(unmet slices, re-split cost, stranded slices of the changed nodes): lower is better."""
+    changed = [s for s in states if s.name in chosen]
+    return (unmet(demand, _supply(states, chosen)),
+            sum(1 + DRAIN_COST * len(s.pods) for s in changed),
+            sum(s.gpus * mig.stranded_compute(chosen[s.name].geometry, s.model)
+                for s in changed))
+
+
+def _greedy(states: list[NodeState], cands: dict[str, list[Candidate]],
+            demand: dict[str, float]) -> dict[str, Candidate]:
+    """One node at a time, the change removing most unmet slices per unit of cost; then the
+    changes the coverage does not need are reverted. Fast, and the fallback without scipy."""
+    supply = _supply(states, {})
+    chosen: dict[str, Candidate] = {}
     while unmet(demand, supply) > 0:
         base, best = unmet(demand, supply), None
         alike: set[tuple] = set()  # nodes of one model, size, geometry and pod count score alike
@@ -241,7 +274,7 @@ def plan(states: list[NodeState], demand: dict[str, float], *, custom: bool = Fa
             if unmet(demand, back) <= unmet(demand, supply):
                 del chosen[s.name]
                 supply = back
-    return _render(states, chosen, demand, before, supply, source, quantile)
+    return chosen
 
 
 def _render(states: list[NodeState], chosen: dict[str, Candidate], demand: dict[str, float],

@@ -2,6 +2,7 @@
 HTTP keeping exactly the nodes where a MIG pod's profile and count are free."""
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
 
@@ -186,3 +187,41 @@ def test_metrics_count_free_mig_devices_and_stranded_slices(served):
     # stranded only while no pod has asked for 2g.10gb (the module's tests ask for it)
     seen_2g = any(p == "2g.10gb" for p, _ in hook.state.mig_counts)
     assert gauges["foresight_mig_slices_stranded"] == 1 + (0 if seen_2g else 2 * 3)
+
+
+class KindSpeeds:
+    """Interference stub: 0.9 beside anyone on MIG pairs, 0.55 at node level, and records
+    which sharing kinds it was asked for."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def speeds(self, workload, others, sharing):
+        self.asked.append(sharing)
+        v = {"mig": 0.9, "node": 0.55}.get(sharing, 0.3)
+        return np.full(len(others), v), np.full(len(others), v)
+
+
+def test_mig_pods_use_the_mig_pairs_beside_mig_residents_and_never_gpu_sharing():
+    from scheduler_hook.scores import ColocationSafety
+    from scheduler_hook.scores.base import Context
+
+    st = ClusterState()
+    st.upsert_node(mixed_node("mig-node", BALANCED, gpus=1))
+    mixed = mixed_node("mixed-node", BALANCED, gpus=1)
+    mixed["status"]["allocatable"]["nvidia.com/gpu"] = "1"  # one GPU left unsplit
+    st.upsert_node(mixed)
+    st.upsert_pod(mig_pod("r-mig", "1g.5gb", node="mig-node", phase="Running"))
+    st.upsert_pod(make_pod("r-whole", gpus=1, node="mixed-node", workload="train",
+                           phase="Running"))
+    model = KindSpeeds()
+    providers = ProviderSet()
+    providers.set("interference", model)
+    rows, names = st.rows(["mig-node", "mixed-node"])
+    res = ColocationSafety().score(Context(st, rows, parse_pod(mig_pod("p", "1g.5gb")),
+                                           providers, load_config()))
+    by = dict(zip(names, res.value.tolist()))
+    # beside a MIG slice: the learned mig pairs (0.9); beside a whole-GPU pod: node level (0.55)
+    assert by["mig-node"] == pytest.approx((0.9 - 0.5) / 0.5)
+    assert by["mixed-node"] == pytest.approx((0.55 - 0.5) / 0.5)
+    assert "timeslice" not in model.asked and "mps" not in model.asked

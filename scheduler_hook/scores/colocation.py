@@ -32,6 +32,9 @@ class ColocationSafety:
         s_in_t[present], s_res_t[present] = s_in_u, s_res_u
         s_in = ctx.lookup(s_in_t, codes, np.nan)
         s_res = ctx.lookup(s_res_t, codes, np.nan)
+        if pod.mig_count:  # beside other MIG slices: the model's "mig" pairs, not node-level
+            from scheduler_hook.scores.mig import mig_pair_speeds
+            s_in, s_res = mig_pair_speeds(ctx, model, codes, s_in, s_res)
         # fmin skips NaN (unknown pair or empty slot); all-NaN rows mean "no known slowdown"
         worst_in = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, s_in, np.nan), axis=1),
                                  nan=1.0)

@@ -7,12 +7,13 @@ single-strategy pod's `nvidia.com/gpu` must land on a `-MIG-<p>` node). Whole-GP
 fractional pods are kept off single-strategy nodes: their `nvidia.com/gpu` are slices.
 
 Interference: instances are isolated in compute, L2 and DRAM (each owns its memory slices and
-their memory controllers), so there is no GPU co-location slowdown across MIG boundaries; the
-colocation score sees a MIG pod as a node-level neighbour only (not time-slicing). What still
-interferes is shared beyond the slice: PCIe/host bandwidth and host DRAM bandwidth (data
-loading, checkpoints), and the GPU's power budget and clocks (one busy instance can pull the
-others' clocks down under a power cap). Those are node-level effects, which is what the
-interference model's "node" kind predicts.
+their memory controllers), so there is no GPU co-location slowdown across MIG boundaries of the
+time-slicing or MPS kind, and those kinds are never asked for. What still interferes is shared
+beyond the slice: PCIe/host bandwidth and host DRAM bandwidth (data loading, checkpoints), and
+the GPU's power budget and clocks (one busy instance can pull the others' clocks down under a
+power cap). Beside other MIG slices the colocation score therefore asks the interference model
+for its `sharing="mig"` pairs (a kind of the pair-table contract: what it learns there is that
+coupling); beside non-MIG pods of the node, the node-level kind.
 
 Score (value in [0, 1], higher = better): MIG fragmentation in FGD's spirit - free compute
 slices a demanded (profile, count) cannot use, weighted by the demand mix (the mix of MIG pods
@@ -129,6 +130,24 @@ def mig_memory_fit(ctx: Context) -> ComponentResult:
                f"{slice_mib[j]:.0f} MiB"
 
     return ComponentResult(value, reason, violation, why if predicted else None)
+
+
+def mig_pair_speeds(ctx: Context, model, codes: np.ndarray, s_in: np.ndarray,
+                    s_res: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Speeds of a MIG pod beside the MIG residents of each node (res_milli 0: they hold MIG
+    devices, not GPU shares) from the interference model's `sharing="mig"` pairs: isolated
+    compute and DRAM, so what it learned there is the PCIe, host and power coupling. The
+    other residents keep the node-level speeds already in `s_in`/`s_res`."""
+    mig_res = (ctx.state.res_milli[ctx.rows] == 0) & (codes >= 0)
+    if not mig_res.any():
+        return s_in, s_res
+    present = np.unique(codes[mig_res])
+    names = ctx.workload_names()
+    a, b = model.speeds(ctx.pod.workload, [names[c] for c in present], "mig")
+    ta, tb = np.full(len(names), np.nan), np.full(len(names), np.nan)
+    ta[present], tb[present] = a, b
+    return (np.where(mig_res, ctx.lookup(ta, codes, np.nan), s_in),
+            np.where(mig_res, ctx.lookup(tb, codes, np.nan), s_res))
 
 
 def demand_mix(ctx: Context) -> dict[tuple[str, int], float]:

@@ -34,15 +34,43 @@ HORIZONS = {"10min": 10, "30min": 30}
 TEST = pd.Timedelta("6h")
 DEV = pd.Timedelta("3h")
 # The dev grid. "plain" is UsageForecaster's defaults (the issue's plain global l1 LightGBM);
-# each later entry adds one thing to the one before it, except the last two (one change each
+# "small" shrinks the trees; each later entry adds one thing to the one before it, except
+# "plain_recent" (fleet + recency on the default trees) and the last two (one change each
 # from "recent"). The final configuration is picked by RULE below, from tune-pod scores only.
 SMALL = {"num_leaves": 7, "min_child_samples": 200, "learning_rate": 0.03}
-GRID = {"plain": {}, "small": SMALL, "fleet": {**SMALL, "fleet": True},
+GRID = {"plain": {}, "plain_recent": {"fleet": True, "half_life": 240},
+        "small": SMALL, "fleet": {**SMALL, "fleet": True},
         "recent": {**SMALL, "fleet": True, "half_life": 240},
         "recent_tod": {**SMALL, "fleet": True, "half_life": 240, "time_of_day": True},
         "recent_global": {**SMALL, "fleet": True, "half_life": 240, "select": "global"}}
 RULE = ("lowest mean over (metric, horizon) of served MAE / best baseline MAE on tune pods' "
         "dev origins")
+
+
+READING = [
+    "- Decisions taken before the one final run, in this order: (1) the first dev"
+    " fits (tune pods) served the EWMA almost everywhere because the model lost on its own validation tail"
+    " by ~2x; the cause was the feature `age` (bins since the series began), which for pods "
+    "that run the whole trace is clock time that a tree cannot extrapolate: it is now capped "
+    "at 240 bins. (2) The grid above (plain -> small trees -> fleet load -> recency weights, "
+    "and time of day / global selection as single changes); the rule picked the "
+    "configuration. (3) p10/p90 are conformal apart for flat (idle) and moving origins, "
+    "because idle pods' exact zeros otherwise narrow every busy pod's interval. (4) The "
+    "default trees (15 leaves, >= 100 rows a leaf; were 31 / 50) and the selection margin "
+    "(a baseline replaces the model on a series only when it beats it there by 3 %; a model "
+    "not 3 % better overall is served nowhere) were set on the *synthetic* bench "
+    "(bench/usage_backtest.py: framebuffer lost 15 % with 31 leaves), not on this trace.",
+    "- The dev stage is a hard judge: its training window ends 3 h after the fleet's load "
+    "fell (hourly mean duty cycle ~15 % until 11:00, ~4 % after), so each dev model's "
+    "validation tail sits in the new regime and most series fall back to the EWMA there "
+    "(`MAE_model_only` shows what the model alone would have scored).",
+    "- The test window is the quietest part of the day: most pods sit at exactly 0 % "
+    "(`zero_target_share`). Any interval that contains 0 covers those rows, so the overall "
+    "coverage is bounded below by that share; `coverage_moving` is the coverage where the pod "
+    "moved in its last horizon, the rows where the interval says something.",
+    "- Memory used is step-like (a model loaded, a cache grown): the last value is hard to "
+    "beat, and the selection serves it wherever the model does not win on validation.",
+]
 
 
 def flat_origins(df: pd.DataFrame, H: int) -> pd.DataFrame:
@@ -66,7 +94,8 @@ def score(pred: pd.DataFrame) -> dict:
             "MAE_served": mae["p50"], "MAE_model_only": mae["model_p50"],
             **{f"MAE_{b}": mae[b] for b in BASELINES}, "best_baseline": best,
             "ratio_vs_best": mae["p50"] / mae[best] if mae[best] > 0 else float("nan"),
-            "coverage": float(np.mean(cov)), "moving_share": float(np.mean(mov)),
+            "coverage": float(np.mean(cov)), "zero_target_share": float(np.mean(y == 0)),
+            "moving_share": float(np.mean(mov)),
             "coverage_moving": float(np.mean(cov[mov])),
             "served_model_share": float(np.mean(pred["model"] == "model"))}
 
@@ -180,6 +209,7 @@ def main() -> None:
                          f"**{'met' if ok else 'not met'}**; coverage {r['coverage']:.3f} "
                          f"(75-85 %): **{'met' if cov else 'not met'}**; on moving origins "
                          f"({r['moving_share']:.0%} of rows) {r['coverage_moving']:.3f}")
+    lines += ["", "## Reading", "", *READING]
     (RESULTS / "usage_genai.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

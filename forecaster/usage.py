@@ -41,10 +41,10 @@ class UsageForecaster:
     """fit(long df) on regular bins; predict_origins(df, start) for a backtest."""
 
     def __init__(self, horizon: int = 10, val_frac: float = 0.2, coverage: float = 0.8,
-                 n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 31,
-                 min_child_samples: int = 50, ses_grid: tuple[float, ...] = (
+                 n_estimators: int = 300, learning_rate: float = 0.05, num_leaves: int = 15,
+                 min_child_samples: int = 100, ses_grid: tuple[float, ...] = (
                      0.05, 0.1, 0.2, 0.3, 0.5, 0.8), seed: int = 0, n_jobs: int = 1,
-                 min_gain: float = 0.0, select: str = "series", base: str = "auto",
+                 min_gain: float = 0.03, select: str = "series", base: str = "auto",
                  time_of_day: bool = False, weight: bool = True, y_min: float = 0.0,
                  y_max: float | None = None, drop: tuple[str, ...] = (),
                  fleet: bool = False, half_life: float | None = None) -> None:
@@ -58,7 +58,9 @@ class UsageForecaster:
         self.ses_grid = ses_grid
         self.seed = seed
         self.n_jobs = n_jobs
-        self.min_gain = min_gain  # validation gain the model needs over the best baseline
+        # relative validation margin: the model needs it over the best baseline to be served,
+        # and a baseline needs it over the model to replace it on one series
+        self.min_gain = min_gain
         self.select = select  # "series": fallback per series; "global": one choice for all
         # "auto": level or residual on the best validation baseline, whichever validates
         # better; "residual": always that residual; "none": the level; or a baseline name
@@ -198,16 +200,18 @@ class UsageForecaster:
         return out
 
     def _select_series(self, ids: np.ndarray, y: np.ndarray, preds: dict) -> dict:
-        """Per series, the predictor with the lowest validation MAE (the model unless a
-        baseline beat it there); series without validation rows get `served_`."""
-        if self.select == "global":
+        """Per series, what is served. A model that did not beat the best baseline overall
+        (by min_gain) is served nowhere: per-series wins of an untrusted model are mostly a
+        noisy validation tail. Otherwise a series falls back to its own best baseline where
+        that baseline beat the model there by min_gain (an idle pod: its last value, 0)."""
+        if self.select == "global" or self.served_ != "model":
             return {}
         err = pd.DataFrame({c: np.abs(y - p) for c, p in preds.items()})
         err["uid"] = ids
         m = err.groupby("uid")[["model", *BASELINES]].mean()
         best_bl = m[list(BASELINES)].idxmin(axis=1)
-        keep = m["model"] < (1 - self.min_gain) * m[list(BASELINES)].min(axis=1)
-        return {str(u): ("model" if k else str(b)) for u, k, b in zip(m.index, keep, best_bl)}
+        fall = m[list(BASELINES)].min(axis=1) < (1 - self.min_gain) * m["model"]
+        return {str(u): (str(b) if f else "model") for u, f, b in zip(m.index, fall, best_bl)}
 
     # ---------------------------------------------------------------- predict
     def predict_origins(self, df: pd.DataFrame, start) -> pd.DataFrame:

@@ -50,6 +50,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
                                         "level (every series in the file) as features."),
              half_life: float = typer.Option(None, "--half-life", help="Weight training "
                                              "origins by recency, half-life in bins."),
+             time_of_day: bool = typer.Option(False, "--time-of-day", help="Add the origin's"
+                                              " time of day as a feature."),
              save: Path = typer.Option(None, "--save", help="Also save the fitted model "
                                        "(model.txt + manifest.json) to this directory.")
              ) -> None:
@@ -83,8 +85,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"--test-start {start} must fall inside the series "
                              f"({df['ds'].min()} .. {df['ds'].max()})")
     try:
-        model = UsageForecaster(horizon=H, y_max=y_max, fleet=fleet,
-                                half_life=half_life).fit(train)
+        model = UsageForecaster(horizon=H, y_max=y_max, fleet=fleet, half_life=half_life,
+                                time_of_day=time_of_day).fit(train)
     except ValueError as exc:
         raise ForesightError(f"cannot fit: {exc}") from None
     pred = model.predict_origins(df, start)

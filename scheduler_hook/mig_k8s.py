@@ -87,9 +87,6 @@ def read_node(labels: dict[str, Any], alloc: dict[str, Any],
         return MigNode("single", ((prof, n),), ((prof, mem),), single.group(1), **common)
     caps = {k[len(MIG_PREFIX):]: int(quantity(v)) for k, v in alloc.items()
             if k.startswith(MIG_PREFIX)}
-    for k, v in labels.items():  # a profile with no device free still shows in its label
-        if k.startswith(MIG_PREFIX) and k.endswith(".count"):
-            caps.setdefault(k[len(MIG_PREFIX):-len(".count")], _int(v))
     if not caps:
         return None
     mem = {p: _float(labels.get(f"{MIG_PREFIX}{p}.memory")) or 1024.0 * mig.profile_gb(p)

@@ -157,7 +157,7 @@ def test_forecast_schedule_never_reads_later_arrivals():
     cut = 3 * 3600.0
     keep = (j.arrival < cut) | ~j.big  # drop the big jobs after `cut`
     j2 = Jobs(j.arrival[keep], j.duration[keep], j.pods[keep], j.gpus[keep], j.milli[keep],
-              j.priority[keep], j.tenant[keep], j.tenants)
+              j.priority[keep], j.tenant[keep], j.tenants, j.t0)
     b = ReservedSchedule(j2, "forecast", 0, 6 * 3600, **kw)
     n = int(cut // 600)
     assert np.allclose(a.values[:n + 1], b.values[:n + 1])

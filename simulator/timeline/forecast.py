@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from simulator.timeline.workload import START, Jobs
+from simulator.timeline.workload import Jobs
 
 FREQ_S = 600
 
@@ -31,7 +31,7 @@ def demand_series(jobs: Jobs, t0: float, t1: float, reserve_for: str = "gang") -
     for i, name in enumerate(jobs.tenants):
         sel = jobs.tenant[m] == i
         y = np.bincount(b[sel], weights=(jobs.pods * jobs.gpus)[m][sel], minlength=nb)[:nb]
-        frames.append(pd.DataFrame({"unique_id": name, "ds": START + pd.to_timedelta(
+        frames.append(pd.DataFrame({"unique_id": name, "ds": jobs.t0 + pd.to_timedelta(
             edges[:-1], unit="s"), "y": y}))
     return pd.concat(frames, ignore_index=True)
 
@@ -48,7 +48,7 @@ class ReservedSchedule:
         self.t0 = float(np.floor(t_start / FREQ_S) * FREQ_S)
         hist = float(jobs.arrival.min())
         series = demand_series(jobs, hist, t_end + (horizon + 1) * FREQ_S, reserve_for)
-        origins = START + pd.to_timedelta(np.arange(self.t0, t_end + FREQ_S, FREQ_S), unit="s")
+        origins = jobs.t0 + pd.to_timedelta(np.arange(self.t0, t_end + FREQ_S, FREQ_S), unit="s")
         self.values = np.zeros(len(origins))
         if mode == "flat":
             total = series.groupby("ds")["y"].sum()

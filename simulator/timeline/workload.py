@@ -28,6 +28,11 @@ from simulator.seeds import load_seed
 
 PROFILES = ("helios", "dlrm")
 START = pd.Timestamp("2026-01-05")  # a Monday 00:00 UTC: day-of-week shares start on Monday
+
+
+def start_of(seed: int) -> pd.Timestamp:
+    """The replay's time 0: a seed-chosen weekday, so that short runs see different days."""
+    return START + pd.Timedelta(days=seed % 7)
 GANG_SPLIT = {1: 0.7, 2: 0.2, 4: 0.1}  # pods of 8 GPUs per big job
 BIG_RUNNING_SHARE = 0.87  # Helios Earth: share of running GPUs in jobs >= 8 GPUs
 DUR_CLIP = (600.0, 3 * 86400.0)
@@ -47,6 +52,7 @@ class Jobs:
     priority: np.ndarray
     tenant: np.ndarray  # index into ``tenants``
     tenants: tuple[str, ...]
+    t0: pd.Timestamp = START  # wall-clock time of arrival 0 (calendar features read it)
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -117,7 +123,7 @@ def tenant_rates(profile: str, hours: np.ndarray, seed: int, rng: np.random.Gene
     sizes = load_seed("timeline.json")["helios_sizes"]["per_vc"]
     names = [p["vc"] for p in profs]
     p_big = np.array([sizes[v]["big_job_share"] for v in names])
-    ts = START + pd.to_timedelta(hours, unit="h")
+    ts = start_of(seed) + pd.to_timedelta(hours, unit="h")
     rel = np.empty((len(names), len(hours)))
     if profile == "helios":
         for i, p in enumerate(profs):
@@ -159,7 +165,10 @@ def generate_jobs(profile: str, seed: int, days: float = 14.0, warmup_days: floa
     per_hour = load * capacity_gpus * 3600.0 / gpu_s
     rows = []
     for i in range(len(names)):
-        n = rng.poisson(per_hour * w[i] * rel[i] / max(rel[i].mean(), 1e-9))
+        # the offered load is `load` on average over the replayed window (warm-up included);
+        # the history before it keeps its own level
+        window = hours >= -warmup_days * 24
+        n = rng.poisson(per_hour * w[i] * rel[i] / max(rel[i][window].mean(), 1e-9))
         t = np.repeat(hours, n) * 3600.0 + rng.uniform(0, 3600, n.sum())
         rows.append((t, np.full(len(t), i), rng.random(len(t)) < p_big[i]))
     t = np.concatenate([r[0] for r in rows])
@@ -171,4 +180,5 @@ def generate_jobs(profile: str, seed: int, days: float = 14.0, warmup_days: floa
     dur = np.minimum(_durations(rng, len(t), clip) * np.where(big, factor, 1.0), BIG_MAX_S)
     qos = load_seed("jobs.json")["qos_share"]
     prio = (rng.random(len(t)) < qos["LS"] / sum(qos.values())).astype(np.int64)
-    return Jobs(t, dur, pods, gpus, milli, prio, tenant.astype(np.int64), tuple(names))
+    return Jobs(t, dur, pods, gpus, milli, prio, tenant.astype(np.int64), tuple(names),
+                start_of(seed))

@@ -3,8 +3,8 @@
 Arrival profiles (per tenant = one of the six Helios Earth VCs of data/seeds/arrivals.json):
 - ``helios``: each tenant's own hour-of-day x day-of-week shares and bursts of new GPU demand
   (Helios Earth, SC'21, May 2020; simulator.arrivals' burst model).
-- ``dlrm``: every tenant follows the real hourly series of GPU-instance creations of the
-  Alibaba DLRM trace (NSDI'25), from a seed-chosen day (data/seeds/timeline.json).
+- ``dlrm``: every tenant follows the hour-of-day x day-of-week profile of GPU-instance
+  creations of the Alibaba DLRM trace (NSDI'25, 31 days; data/seeds/timeline.json).
 
 Sizes: a tenant's job is big (>= 8 GPUs) with its VC's Helios share of new jobs >= 8 GPUs
 (0.01 for vchbv to 0.89 for vcLJZ; all Earth VCs 0.106). A big job is one 8-GPU pod (70 %) or a
@@ -134,11 +134,14 @@ def tenant_rates(profile: str, hours: np.ndarray, seed: int, rng: np.random.Gene
             burst = rng.random(len(hours)) < f
             rel[i] = r * np.where(burst, m, 1.0) / (f * m + 1 - f)
     else:
-        series = np.asarray(load_seed("timeline.json")["dlrm_hourly_rate"])
-        span = int(hours.max() - hours.min()) + 1
-        off = (seed * 24) % max(len(series) - span, 1)  # a seed-chosen window of the 31 days
-        idx = off + (hours - hours.min()).astype(int)
-        rel[:] = series[idx % len(series)]
+        # the DLRM trace's hour-of-day and day-of-week profile over its 31 days (its day 0 is
+        # taken as a Monday: the trace's times are relative); its day-to-day level swings
+        # (7 to 406 creations a day) are left out, or short replays would not be stationary
+        series = np.asarray(load_seed("timeline.json")["dlrm_hourly_rate"]).reshape(31, 24)
+        hod = series.mean(axis=0) / series.mean()
+        day = series.mean(axis=1)
+        dow = np.array([day[d::7].mean() for d in range(7)]) / day.mean()
+        rel[:] = hod[ts.hour] * dow[ts.dayofweek]
     return names, p_big, rel
 
 
@@ -165,10 +168,9 @@ def generate_jobs(profile: str, seed: int, days: float = 14.0, warmup_days: floa
     per_hour = load * capacity_gpus * 3600.0 / gpu_s
     rows = []
     for i in range(len(names)):
-        # the offered load is `load` on average over the replayed window (warm-up included);
-        # the history before it keeps its own level
-        window = hours >= -warmup_days * 24
-        n = rng.poisson(per_hour * w[i] * rel[i] / max(rel[i][window].mean(), 1e-9))
+        # rates are normalized over history + window: the jobs still running at the start
+        # (the history's) then match the window's level, so the cluster starts in steady state
+        n = rng.poisson(per_hour * w[i] * rel[i] / max(rel[i].mean(), 1e-9))
         t = np.repeat(hours, n) * 3600.0 + rng.uniform(0, 3600, n.sum())
         rows.append((t, np.full(len(t), i), rng.random(len(t)) < p_big[i]))
     t = np.concatenate([r[0] for r in rows])

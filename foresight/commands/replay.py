@@ -19,7 +19,7 @@ def replay_cmd(
     nodes: Optional[Path] = typer.Option(None, "--nodes", help="openb node CSV (GPU nodes "
                                          "are the cluster)."),
     policy: str = typer.Option("foresight", "--policy", help="random, dotprod, gpuclustering, "
-                               "gpupacking, bestfit, fgd or foresight."),
+                               "gpupacking, bestfit, fgd, foresight or memaware (issue 19)."),
     tune: float = typer.Option(1.3, "--tune", help="Total GPU request / cluster capacity."),
     seed: int = typer.Option(42, "--seed", help="Shuffle/sampling/tie-break seed."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write R.json here."),
@@ -51,8 +51,11 @@ def replay_cmd(
         return
     if pods is None or nodes is None:
         raise ForesightError("give --pods and --nodes (or --compare)")
-    if policy not in POLICIES:
-        raise ForesightError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    from simulator.replay.memaware import OTHERS
+
+    if policy not in POLICIES and policy not in OTHERS:
+        raise ForesightError(f"unknown policy {policy!r}; choose from "
+                             f"{', '.join([*POLICIES, *OTHERS])}")
     if not 0 < tune <= 10:
         raise ForesightError("--tune must be in (0, 10]")
     from simulator.replay import load_nodes, load_pods, replay

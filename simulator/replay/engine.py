@@ -33,9 +33,11 @@ class ReplayResult:
 
 
 def make_policy(name: str) -> Policy:
-    known = {**POLICIES, **ABLATIONS}
+    from simulator.replay.memaware import OTHERS  # here: it builds on policies
+
+    known = {**POLICIES, **ABLATIONS, **OTHERS}
     if name not in known:
-        raise ForesightError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
+        raise ForesightError(f"unknown policy {name!r}; choose from {', '.join(known)}")
     return known[name]()
 
 

@@ -144,8 +144,7 @@ class UsageForecaster:
         self.ph_typ_ = typical_phase_bins(df) if self.phases_ else {}
         self.y_max_ = float(self.y_max if self.y_max is not None else df["y"].max())
         d = self.design(df)
-        ok = (np.isfinite(d["y_true"]) & np.isfinite(d["last_value"]) &
-              (d["X"]["age"].to_numpy() >= 1))
+        ok = np.isfinite(d["y_true"]) & np.isfinite(d["last_value"])  # >= 1 bin of history
         if ok.sum() < 100:
             raise ValueError("not enough training origins (need >= 100 with a full horizon)")
         maes = {a: float(np.mean(np.abs(d["y_true"][ok] - d["ses_all"][a][ok])))

@@ -180,6 +180,14 @@ def generate_jobs(profile: str, seed: int, days: float = 14.0, warmup_days: floa
     t, tenant, big = t[order], tenant[order], big[order]
     pods, gpus, milli = _sizes(rng, big)
     dur = np.minimum(_durations(rng, len(t), clip) * np.where(big, factor, 1.0), BIG_MAX_S)
+    # Heavy tails (runs up to 14 days) make one seed's offered load swing between ~0.6 and
+    # ~1.0; like the openb protocol tunes a trace to a fixed load, every run time is scaled so
+    # that the GPUs busy in the replayed window, were nothing to queue, average ``load``.
+    lo, hi = -warmup_days * 86400.0, days * 86400.0
+    busy = float((pods * gpus * milli / 1000.0 * np.clip(
+        np.minimum(t + dur, hi) - np.maximum(t, lo), 0, None)).sum()) / (hi - lo)
+    if busy > 0:
+        dur = dur * (load * capacity_gpus / busy)
     qos = load_seed("jobs.json")["qos_share"]
     prio = (rng.random(len(t)) < qos["LS"] / sum(qos.values())).astype(np.int64)
     return Jobs(t, dur, pods, gpus, milli, prio, tenant.astype(np.int64), tuple(names),

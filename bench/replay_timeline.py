@@ -51,7 +51,7 @@ def run(a: argparse.Namespace) -> None:
             if not todo:
                 continue
             cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
-                             policies=todo, horizon=a.horizon, quantile=a.quantile)
+                             load=a.load, policies=todo, horizon=a.horizon, quantile=a.quantile)
             rows, raw = run_case(nodes, cfg, keep=a.plot)
             for r in rows:
                 r.update(phase=a.phase, days=a.days, horizon=a.horizon, quantile=a.quantile)
@@ -168,6 +168,7 @@ def main() -> None:
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
     ap.add_argument("--days", type=float, default=14.0)
+    ap.add_argument("--load", type=float, default=0.9)
     ap.add_argument("--horizon", type=int, default=3)
     ap.add_argument("--quantile", default="p90")
     ap.add_argument("--no-gang", action="store_true")

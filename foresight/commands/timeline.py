@@ -25,7 +25,7 @@ def timeline_cmd(
     days: float = typer.Option(14.0, "--days", help="Measured days (after 1 day of warm-up)."),
     policies: str = typer.Option("all", "--policies", help="bestfit, fgd, foresight, "
                                  "foresight-reserve, foresight-flat, or 'all'."),
-    load: float = typer.Option(0.8, "--load", help="Offered GPU-seconds per GPU-second."),
+    load: float = typer.Option(0.9, "--load", help="Offered GPU-seconds per GPU-second."),
     no_gang: bool = typer.Option(False, "--no-gang", help="Place gang pods one by one (no "
                                  "all-or-nothing): shows gang deadlocks."),
     reserve_for: str = typer.Option("big", "--reserve-for", help="Jobs the reservation is "

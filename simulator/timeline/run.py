@@ -19,7 +19,7 @@ class CaseConfig:
     profile: str = "helios"
     seed: int = 0
     days: float = 14.0
-    load: float = 0.8
+    load: float = 0.9  # offered load of the replayed window (see the notes)
     big_share: float = 0.5  # share of running GPUs in jobs >= 8 GPUs (see workload.py)
     max_days: float = 14.0  # small jobs' run-time clip
     gang: bool = True

@@ -63,8 +63,9 @@ def run(a: argparse.Namespace) -> None:
             if raw:
                 plot_timeline({k: v.samples for k, v in raw.items()},
                               RESULTS / f"replay_timeline_{prof}.png",
-                              f"{prof} arrivals, seed {seed}, {a.days:g} days "
-                              f"({'gangs all-or-nothing' if not a.no_gang else 'no gang semantics'})")
+                              f"{prof} arrivals, seed {seed}, {a.days:g} days ("
+                              + ("no gang semantics" if a.no_gang else "gangs all-or-nothing")
+                              + ")")
 
 
 def _mean(xs: list) -> float:

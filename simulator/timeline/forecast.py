@@ -66,7 +66,6 @@ class ReservedSchedule:
 
         step = pd.Timedelta(seconds=refit_s)
         t = origins[0]
-        pos = 0
         while t <= origins[-1]:
             past = series[series["ds"] < t]
             model = DemandForecaster(freq=f"{FREQ_S // 60}min", horizon=horizon,
@@ -77,11 +76,9 @@ class ReservedSchedule:
             out = model.predict_origins(upto, start=t)
             out = out[pd.to_datetime(out["origin"]) < t + step]
             tot = out.groupby("origin")[quantile].sum()
-            n = len(tot)
             idx = np.searchsorted(origins, pd.to_datetime(tot.index))
             ok = idx < len(self.values)
             self.values[idx[ok]] = tot.to_numpy()[ok]
-            pos += n
             t = t + step
 
     def at(self, t: float) -> float:

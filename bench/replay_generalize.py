@@ -38,10 +38,11 @@ def _load(cache: Path) -> list[dict]:
 def _runs(cache: Path, traces: list[str], seeds: list[int], workers: int,
           extra: tuple[str, ...]) -> list[dict]:
     runs = _load(cache)
-    done = {(r["trace"], r["policy"], r["seed"]) for r in runs}
     base = shared_traces_dir() / "openb-2023" / "csv"
     for t in traces:
         for p in ("fgd", "foresight", *(x for x in EXTRA.get(t, ()) if x in extra)):
+            runs = _load(cache)  # again: another sweep may share the cache (other traces)
+            done = {(r["trace"], r["policy"], r["seed"]) for r in runs}
             todo = [s for s in seeds if (t, p, s) not in done]
             if not todo:
                 continue

@@ -20,32 +20,32 @@ KINDS = ("fingerprint", "interference", "demand", "usage")
 class Bundle:
     """The fingerprint kind: per-workload fingerprints and the new-job predictor."""
 
-    fingerprints: object  # forecaster.fingerprint.FingerprintModel (None when loaded w/o it)
-    predictor: object  # forecaster.fingerprint_predict.NewJobPredictor
+    fingerprints: object  # forecaster.fingerprint.model.FingerprintModel (None when loaded w/o it)
+    predictor: object  # forecaster.fingerprint.predict.NewJobPredictor
 
 
 def load_model(kind: str, path: str | Path) -> Any:
     """The model of `kind` from a version directory (as Registry.fetch returns it)."""
     path = Path(path)
     if kind == "interference":
-        from forecaster.interference import InterferenceModel
+        from forecaster.interference.model import InterferenceModel
 
         return InterferenceModel.load(path)
     if kind == "demand":
-        from forecaster.demand import DemandForecaster
+        from forecaster.demand.model import DemandForecaster
 
         model = DemandForecaster.load(path)
         f = path / SHAPE_MIX_FILE  # absent in versions published before the mix was
         model.shape_mix_ = json.loads(f.read_text()) if f.is_file() else None
         return model
     if kind == "fingerprint":
-        from forecaster.fingerprint import FingerprintModel
-        from forecaster.fingerprint_predict import NewJobPredictor
+        from forecaster.fingerprint.model import FingerprintModel
+        from forecaster.fingerprint.predict import NewJobPredictor
 
         return Bundle(FingerprintModel.load(path / "fingerprints.json"),
                       NewJobPredictor.load(path / "predictor"))
     if kind == "usage":
-        from forecaster.usage import UsageForecaster
+        from forecaster.usage.model import UsageForecaster
 
         return UsageForecaster.load(path)
     raise ValueError(f"unknown model kind {kind!r}: one of {', '.join(KINDS)}")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from benchenv import machine  # noqa: E402
 from demand_helios import md_table  # noqa: E402
 from features.dlrm_trace import TOTAL, dlrm_arrivals  # noqa: E402
-from forecaster.demand_backtest import backtest, plot_busiest  # noqa: E402
+from forecaster.demand.backtest import backtest, plot_busiest  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "traces" / "dlrm-2025" / "disaggregated_DLRM_trace.csv"
 RES = ROOT / "bench" / "results"

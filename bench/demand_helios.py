@@ -16,7 +16,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from features.demand_series import helios_series  # noqa: E402
-from forecaster.demand_backtest import backtest, plot_busiest  # noqa: E402
+from forecaster.demand.backtest import backtest, plot_busiest  # noqa: E402
 from benchenv import machine  # noqa: E402
 
 VCS = ROOT.parent / "shared" / "traces" / "helios-earth" / "Earth_vcs"

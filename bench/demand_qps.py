@@ -4,7 +4,7 @@ Series: `features.gateway_qps.gateway_qps` (gateway-wide API Requests, 1-min mea
 Horizon: the mean of the next 10 one-minute bins (agg="mean", H=10), an origin every minute.
 Simple baselines, same origins, same past: last value (persistence), mean of the last 10 min,
 EWMA (alpha chosen on the fitting part), statsforecast AutoETS: all from
-`forecaster.demand_backtest.backtest`, with conformal intervals from the same calibration. No seasonal naive: the trace
+`forecaster.demand.backtest.backtest`, with conformal intervals from the same calibration. No seasonal naive: the trace
 is shorter than a day.
 Split rule (committed before tuning; `end` = last bin + 1 min):
 - final test: origins in [end - 6 h, end), scored once with the frozen DESIGN, fitted on the
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 from benchenv import machine  # noqa: E402
 from demand_helios import md_table  # noqa: E402
 from features.gateway_qps import gateway_qps  # noqa: E402
-from forecaster.demand_backtest import backtest  # noqa: E402
+from forecaster.demand.backtest import backtest  # noqa: E402
 
 QPS = ROOT.parent / "shared" / "traces" / "genai-2026-dev" / "qps_dev.csv"
 RES = ROOT / "bench" / "results"

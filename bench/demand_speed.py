@@ -4,7 +4,7 @@ Series: one queue, Poisson arrivals with a daily and weekly cycle (seeded). Test
 90 days (12,960 origins, an origin every 10 min), train = the 275 days before, calibration =
 the last 7 days of train. Timed: fit + feature design + predictions at every origin + all
 baselines (persistence, seasonal naive day/week, statsforecast AutoETS) + metrics, i.e.
-`forecaster.demand_backtest.backtest`, the CLI's code path. Median of `--runs` runs.
+`forecaster.demand.backtest.backtest`, the CLI's code path. Median of `--runs` runs.
     nice .venv/bin/python bench/demand_speed.py [runs]
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from demand_helios import machine, md_table  # noqa: E402  (bench/ is on sys.path)
-from forecaster.demand_backtest import backtest  # noqa: E402
+from forecaster.demand.backtest import backtest  # noqa: E402
 
 
 def year_series(seed: int = 0) -> pd.DataFrame:

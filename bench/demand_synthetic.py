@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from demand_helios import machine, md_table  # noqa: E402  (bench/ is on sys.path)
 from features.demand_series import arrivals_from_pods  # noqa: E402
-from forecaster.demand_backtest import backtest, plot_busiest  # noqa: E402
+from forecaster.demand.backtest import backtest, plot_busiest  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402
 
 RES = ROOT / "bench" / "results"

@@ -18,8 +18,8 @@ import pandas as pd
 
 from fingerprint_common import RESULTS, header, table  # noqa: E402
 from features.segments import wide_series  # noqa: E402
-from forecaster.fingerprint import FingerprintModel, job_table, peak_runs  # noqa: E402
-from forecaster.fingerprint_predict import NewJobPredictor  # noqa: E402
+from forecaster.fingerprint.model import FingerprintModel, job_table, peak_runs  # noqa: E402
+from forecaster.fingerprint.predict import NewJobPredictor  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402
 from simulator.workloads import FB_RESIDUAL_SIGMA, gpu_spec  # noqa: E402
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from benchenv import machine  # noqa: E402
 from fingerprint_newjob import runs  # noqa: E402
 
-from forecaster.fingerprint_predict import NewJobPredictor  # noqa: E402
+from forecaster.fingerprint.predict import NewJobPredictor  # noqa: E402
 
 DEV_SEEDS = tuple(range(2, 12))
 OUT = Path(__file__).resolve().parent / "results" / "fingerprint_newjob_dev.md"

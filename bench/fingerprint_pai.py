@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from fingerprint_common import RESULTS, ROOT, header, table  # noqa: E402
-from forecaster.fingerprint_straggler import flag_stragglers  # noqa: E402
+from forecaster.fingerprint.straggler import flag_stragglers  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "traces" / "pai-2020-minibatch"
 
@@ -28,7 +28,7 @@ def main() -> None:
     lines = header("Straggler signal on PAI 2020 mini-batch times",
                    "nice .venv/bin/python bench/fingerprint_pai.py", [
         f"data: {TRACE.relative_to(ROOT.parent)} ({', '.join(jobs)}; coefficient_variation.csv)",
-        "detector: forecaster/fingerprint_straggler.py — step time / median over workers, "
+        "detector: forecaster/fingerprint/straggler.py — step time / median over workers, "
         "rolling median over 20 steps, a step is flagged above 1.05x the workers' median, "
         "straggler = flagged in >= 20 % of steps"])
     rows, base = [], {}

@@ -13,9 +13,9 @@ import pandas as pd
 
 from fingerprint_common import RESULTS, header, table  # noqa: E402
 from features.segments import shared_mask, wide_series  # noqa: E402
-from forecaster.period import detect_period  # noqa: E402
-from forecaster.segmentation import PhaseSegmenter, _runs  # noqa: E402
-from forecaster.segmentation_eval import evaluate  # noqa: E402
+from forecaster.fingerprint.period import detect_period  # noqa: E402
+from forecaster.fingerprint.segmentation import PhaseSegmenter, _runs  # noqa: E402
+from forecaster.fingerprint.segmentation_eval import evaluate  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402
 
 TUNE, EVAL = 1, (2, 3, 4)

@@ -16,7 +16,7 @@ import numpy as np
 from fingerprint_common import RESULTS, header, table  # noqa: E402
 from features.ingest import write_tables  # noqa: E402
 from features.segments import read_samples, wide_series  # noqa: E402
-from forecaster.fingerprint import FingerprintModel  # noqa: E402
+from forecaster.fingerprint.model import FingerprintModel  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402
 
 M = ("DCGM_FI_PROF_SM_ACTIVE", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "DCGM_FI_PROF_DRAM_ACTIVE",

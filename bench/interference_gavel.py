@@ -18,7 +18,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from features.pairs import load_gavel_pairs  # noqa: E402
-from forecaster.interference_eval import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
+from forecaster.interference.evaluate import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
 from benchenv import machine  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "gavel-colocation"

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from features.pairs import validate_pairs  # noqa: E402
-from forecaster.interference import InterferenceModel  # noqa: E402
-from forecaster.interference_features import directed  # noqa: E402
+from forecaster.interference.model import InterferenceModel  # noqa: E402
+from forecaster.interference.features import directed  # noqa: E402
 from interference_gavel import machine  # noqa: E402
 
 FEATS = {"gpu_util": (10, 100), "sm_active": (0.05, 0.95), "sm_occupancy": (0.05, 0.8),

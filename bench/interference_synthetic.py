@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from features.pairs import (PROGRESS_METRIC, TELEMETRY_FEATURES, build_pair_table,  # noqa: E402
                             match_truth)
-from forecaster.interference_eval import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
+from forecaster.interference.evaluate import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
 from interference_gavel import machine  # noqa: E402
 from interference_solo import solo_pair_table  # noqa: E402
 from simulator import SimConfig, generate_cluster  # noqa: E402

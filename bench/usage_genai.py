@@ -26,7 +26,7 @@ import pandas as pd
 from fingerprint_common import RESULTS, ROOT, header, table  # noqa: E402
 
 from features.genai_trace import UPPER, final_pod, read_genai_metric  # noqa: E402
-from forecaster.usage import BASELINES, UsageForecaster  # noqa: E402
+from forecaster.usage.model import BASELINES, UsageForecaster  # noqa: E402
 
 TRACE = ROOT.parent / "shared" / "traces" / "genai-2026-dev"
 METRICS = ("duty_cycle", "memory_used")

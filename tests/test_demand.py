@@ -10,8 +10,8 @@ import pytest
 from features.demand_series import (arrivals_from_pods, helios_series, horizon_bins,
                                     pending_from_pods, pod_shape, regularize,
                                     shape_arrivals_from_pods)
-from forecaster.demand import DemandForecaster
-from forecaster.demand_backtest import backtest
+from forecaster.demand.model import DemandForecaster
+from forecaster.demand.backtest import backtest
 from foresight.cli import main
 from foresight.errors import ForesightError
 

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecaster.demand_shapes import ShapeMixForecaster
+from forecaster.demand.shapes import ShapeMixForecaster
 
 
 def arrivals() -> pd.DataFrame:

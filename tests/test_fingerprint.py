@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from features.segments import wide_series
-from forecaster.fingerprint import FingerprintModel, job_table, peak_runs
-from forecaster.fingerprint_predict import NewJobPredictor
-from forecaster.fingerprint_straggler import flag_stragglers
+from forecaster.fingerprint.model import FingerprintModel, job_table, peak_runs
+from forecaster.fingerprint.predict import NewJobPredictor
+from forecaster.fingerprint.straggler import flag_stragglers
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +119,7 @@ def test_batch_size_narrows_the_bound(tmp_path):
 
 
 def test_confidence_margin_widens_the_quantile():
-    from forecaster.fingerprint_predict import conformal_q
+    from forecaster.fingerprint.predict import conformal_q
 
     r = np.random.default_rng(0).normal(size=200)
     avg, safe = conformal_q(r, 0.95), conformal_q(r, 0.95, confidence=0.95)

@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from foresight.errors import ForesightError
-from forecaster.interference import InterferenceModel
-from forecaster.interference_eval import lowo_predictions, score
+from forecaster.interference.model import InterferenceModel
+from forecaster.interference.evaluate import lowo_predictions, score
 
 FAST = {"n_estimators": 60, "n_folds": 3}
 

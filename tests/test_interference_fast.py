@@ -9,8 +9,8 @@ import pytest
 
 from features.pairs import validate_pairs
 from foresight.errors import ForesightError
-from forecaster.interference import InterferenceModel, margin_scale
-from forecaster.interference_features import directed
+from forecaster.interference.model import InterferenceModel, margin_scale
+from forecaster.interference.features import directed
 
 from test_interference import FAST, make_pairs
 

@@ -43,3 +43,18 @@ def test_the_reader_sees_imports_inside_functions(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def g():\n    from training.registry import Registry\n    import serving.app\n")
     assert imported_packages(f) == {"training", "serving"}
+
+
+def test_forecaster_families_export_their_estimator_and_load_it_lazily():
+    import subprocess
+    import sys
+
+    code = ("import sys, forecaster.demand.shapes, forecaster.usage.features;"
+            "assert 'lightgbm' not in sys.modules, 'a light module imported LightGBM';"
+            "from forecaster.demand import DemandForecaster;"
+            "from forecaster.usage import UsageForecaster;"
+            "from forecaster.interference import InterferenceModel;"
+            "from forecaster.fingerprint import FingerprintModel;"
+            "assert DemandForecaster.__module__ == 'forecaster.demand.model'")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forecaster.period import detect_period
+from forecaster.fingerprint.period import detect_period
 
 
 def dips(period_s, n=1500, step=1.0, seed=0, noise=0.015):

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from features.segments import shared_mask, truth_labels, wide_series
-from forecaster.segmentation import PROTOTYPES, PhaseSegmenter
-from forecaster.segmentation_eval import change_points, evaluate, match_count
+from forecaster.fingerprint.segmentation import PROTOTYPES, PhaseSegmenter
+from forecaster.fingerprint.segmentation_eval import change_points, evaluate, match_count
 
 COLS = ["sm", "rx", "tx", "fb", "power"]
 

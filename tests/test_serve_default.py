@@ -7,7 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from forecaster.interference import InterferenceModel
+from forecaster.interference.model import InterferenceModel
 from netutil import start_serve, wait_ready
 from test_interference import FAST, make_pairs
 from artifacts.registry import Registry

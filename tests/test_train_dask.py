@@ -8,8 +8,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from forecaster.demand import DemandForecaster  # noqa: E402
-from forecaster.interference import InterferenceModel  # noqa: E402
+from forecaster.demand.model import DemandForecaster  # noqa: E402
+from forecaster.interference.model import InterferenceModel  # noqa: E402
 from foresight.errors import ForesightError  # noqa: E402
 from training import sources  # noqa: E402
 from training.dask_fit import connect  # noqa: E402

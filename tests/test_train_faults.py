@@ -168,7 +168,7 @@ def test_failure_during_publish_keeps_current(history, tmp_path: Path, monkeypat
     r = Registry(reg)
     assert r.current("demand") == "1"
     path, _ = r.fetch("demand")
-    from forecaster.demand import DemandForecaster
+    from forecaster.demand.model import DemandForecaster
 
     assert DemandForecaster.load(path).features_
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from features.usage_series import usage_long
-from forecaster.usage import BASELINES, UsageForecaster
+from forecaster.usage.model import BASELINES, UsageForecaster
 
 FIXTURE = Path(__file__).parent / "fixtures" / "genai"
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "genai-2026-dev"

@@ -13,9 +13,9 @@ import numpy as np
 import pandas as pd
 
 from foresight.errors import ForesightError
-from forecaster.demand import DemandForecaster
-from forecaster.interference import InterferenceModel
-from forecaster.usage import UsageForecaster
+from forecaster.demand.model import DemandForecaster
+from forecaster.interference.model import InterferenceModel
+from forecaster.usage.model import UsageForecaster
 
 
 def connect(address: str, timeout_s: float = 20.0):

@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rolling-origin backtest; prints MAE, MASE, pinball and coverage per method."""
         from features.demand_series import horizon_bins
-        from forecaster.demand_backtest import backtest, plot_busiest
+        from forecaster.demand.backtest import backtest, plot_busiest
 
         H = horizon_bins(horizon, freq)
         kw = _target(target)
@@ -118,7 +118,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fit on the whole series and print the next horizon's forecast per queue."""
         from features.demand_series import horizon_bins
-        from forecaster.demand import DemandForecaster
+        from forecaster.demand.model import DemandForecaster
 
         H = horizon_bins(horizon, freq)
         kw = _target(target)

@@ -63,7 +63,7 @@ def build(data: Path = typer.Option(..., "--data", help="Directory of tables (fo
           ) -> None:
     """Segment every (pod, GPU) series into phases and write one fingerprint per workload."""
     from features.segments import wide_series
-    from forecaster.fingerprint import FingerprintModel, job_table, peak_runs
+    from forecaster.fingerprint.model import FingerprintModel, job_table, peak_runs
 
     if method not in ("cpd", "hmm"):
         raise ForesightError(f"bad --method {method!r}: use cpd or hmm")
@@ -89,7 +89,7 @@ def build(data: Path = typer.Option(..., "--data", help="Directory of tables (fo
                   f"{(pk['max'] or 0) / 1024:.1f}", str(fp["iteration_period_s"] or "none"))
     console.print(t)
     if predictor is not None:
-        from forecaster.fingerprint_predict import NewJobPredictor
+        from forecaster.fingerprint.predict import NewJobPredictor
 
         runs = job_table(tables["pods"], labels, keys).merge(peak_runs(model.runs_),
                                                                on=["namespace", "pod"])
@@ -105,7 +105,7 @@ def show(workload: str = typer.Argument(..., help="Workload key as listed by bui
                                           help="Fingerprint JSON from build."),
          out: Path = typer.Option(..., "--out", help="PNG to write.")) -> None:
     """Plot a workload's phase timeline (longest run) and per-phase profile."""
-    from forecaster.fingerprint_plot import plot_fingerprint
+    from forecaster.fingerprint.plot import plot_fingerprint
 
     doc = _load_fp(fingerprint)
     if workload not in doc["workloads"]:
@@ -127,7 +127,7 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
                                              "(label foresight.io/batch-size), if known.")
             ) -> None:
     """Predicted workload and peak-framebuffer upper quantile of a job before it starts."""
-    from forecaster.fingerprint_predict import NewJobPredictor
+    from forecaster.fingerprint.predict import NewJobPredictor
 
     if not (predictor / "manifest.json").is_file():
         raise ForesightError(f"{predictor}: no manifest.json (run fingerprint build --predictor)")

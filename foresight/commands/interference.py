@@ -37,7 +37,7 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
         seed: int = typer.Option(0, help="Random seed (calibration split, folds).")) -> None:
     """Fit the interference model on a pair table and save it."""
-    from forecaster.interference import InterferenceModel
+    from forecaster.interference.model import InterferenceModel
 
     table = _read(pairs, require_targets=True)
     model = InterferenceModel(seed=seed).fit(table)
@@ -53,7 +53,7 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
             out: Path = typer.Option(..., "--out", help="Output CSV or Parquet.")) -> None:
     """Predict both sides' speed and its p10 for each pair; writes input + predictions."""
     from features.pairs import read_pairs
-    from forecaster.interference import InterferenceModel
+    from forecaster.interference.model import InterferenceModel
 
     model = InterferenceModel.load(model_dir)
     raw = read_pairs(pairs)
@@ -67,7 +67,7 @@ def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with ta
              seed: int = typer.Option(0, help="Random seed."),
              n_estimators: int = typer.Option(300, help="Boosting rounds per model.")) -> None:
     """Leave-one-workload-out evaluation of the model against the baselines."""
-    from forecaster.interference_eval import lowo_predictions, markdown_table, score
+    from forecaster.interference.evaluate import lowo_predictions, markdown_table, score
 
     table = _read(pairs, require_targets=True)
     if "a_workload" not in table or "b_workload" not in table:

@@ -36,7 +36,7 @@ def _forecast_series(path: Path, freq: str, horizon: str, agg: str, val_bins: in
     `<queue>|mig:<profile>`, `y` = instances in use per bin for agg=mean, or requested per bin
     for agg=sum) and return its next-horizon forecast rows (p10/p50/p90 per series)."""
     from features.demand_series import horizon_bins, read_series_csv, regularize
-    from forecaster.demand import DemandForecaster
+    from forecaster.demand.model import DemandForecaster
 
     if agg not in ("sum", "mean"):
         raise ForesightError(f"bad --agg {agg!r}: use sum or mean")

@@ -61,7 +61,7 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     beat on the validation tail of the training window."""
     from features.demand_series import horizon_bins, read_series_csv, regularize
     from features.usage_series import attach_phases, read_phases
-    from forecaster.usage import UsageForecaster
+    from forecaster.usage.model import UsageForecaster
 
     if agg != "mean":
         raise ForesightError("usage backtest forecasts levels: only --agg mean is supported")
@@ -104,7 +104,7 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
 
 def served_table(pred: pd.DataFrame, model, horizon: str) -> Table:
     """MAE on the test origins and on validation per predictor, and which series each serves."""
-    from forecaster.usage import BASELINES
+    from forecaster.usage.model import BASELINES
 
     y = pred["y_true"]
     per = pred.groupby("unique_id")["model"].first().value_counts()

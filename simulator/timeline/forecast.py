@@ -2,7 +2,7 @@
 
 Series: per tenant, the GPUs of the jobs the reservation is for (gangs by default) arriving per
 10-minute bin.
-- ``forecast``: `forecaster.demand.DemandForecaster` refit every ``refit_s`` on the bins before
+- ``forecast``: `forecaster.demand.model.DemandForecaster` refit every ``refit_s`` on the bins before
   the refit time only, then asked at every origin of the next period; a forecast at origin t
   reads only bins before t (the forecaster's contract; tested here by changing later arrivals).
   Reserved = the sum over tenants of the chosen quantile of the next ``horizon`` bins' demand.
@@ -62,7 +62,7 @@ class ReservedSchedule:
         self.values = np.maximum(np.nan_to_num(self.values), 0.0)
 
     def _fit_forecast(self, series, origins, horizon, quantile, refit_s, n_est, seed) -> None:
-        from forecaster.demand import DemandForecaster
+        from forecaster.demand.model import DemandForecaster
 
         step = pd.Timedelta(seconds=refit_s)
         t = origins[0]

@@ -59,7 +59,7 @@ def _fit_args(train: dict, cfg) -> tuple[pd.DataFrame, dict]:
 
 
 def fit(train: dict, cfg):
-    from forecaster.demand import DemandForecaster
+    from forecaster.demand.model import DemandForecaster
 
     s, kw = _fit_args(train, cfg)
     return _with_mix(DemandForecaster(**kw).fit(s), train)
@@ -98,7 +98,7 @@ def _mix_list(pred: pd.DataFrame) -> list[dict]:
 
 def shape_mix(pods: pd.DataFrame, end: pd.Timestamp) -> dict | None:
     """The shape mix forecast at `end` from arrivals before it, overall and per queue."""
-    from forecaster.demand_shapes import ShapeMixForecaster
+    from forecaster.demand.shapes import ShapeMixForecaster
 
     a = _shapes(pods[pods["created"] < end])
     if a.empty:

@@ -27,7 +27,7 @@ def _key(df: pd.DataFrame) -> pd.Series:
 
 def prepare(history, cfg) -> dict:
     from features.segments import wide_series
-    from forecaster.fingerprint import DEFAULT_KEY, FingerprintModel, job_table, peak_runs
+    from forecaster.fingerprint.model import DEFAULT_KEY, FingerprintModel, job_table, peak_runs
 
     ws = wide_series(history.samples)
     if len(ws) == 0:
@@ -61,8 +61,8 @@ def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
 
 def fit(train: dict, cfg) -> Bundle:
     from features.segments import wide_series
-    from forecaster.fingerprint import FingerprintModel
-    from forecaster.fingerprint_predict import NewJobPredictor
+    from forecaster.fingerprint.model import FingerprintModel
+    from forecaster.fingerprint.predict import NewJobPredictor
 
     h = train["history"]
     keys = set(_key(train["jobs"]))
@@ -104,7 +104,7 @@ def load(path: Path) -> Bundle:
 
 
 def features(model: Bundle) -> list[str]:
-    from forecaster.fingerprint_predict import CAT_FEATURES, NUM_FEATURES
+    from forecaster.fingerprint.predict import CAT_FEATURES, NUM_FEATURES
 
     return list(CAT_FEATURES + NUM_FEATURES)
 

@@ -53,7 +53,7 @@ def _speeds(pairs: pd.DataFrame) -> pd.Series:
 
 
 def fit(train: dict, cfg):
-    from forecaster.interference import InterferenceModel
+    from forecaster.interference.model import InterferenceModel
 
     m = InterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
                           seed=cfg.seed).fit(train["pairs"])
@@ -66,7 +66,7 @@ def as_baseline(model, name: str):
     `median` baseline; LightGBM stores it as float32) and its p10 margin set so that 10 % of
     the training speeds fall below it."""
     import lightgbm as lgb
-    from forecaster.interference import margin_scale
+    from forecaster.interference.model import margin_scale
 
     if name != "median":
         raise ValueError(f"interference has no baseline {name!r}")

@@ -45,7 +45,7 @@ def _kw(cfg) -> dict:
 
 
 def fit(train: dict, cfg):
-    from forecaster.usage import UsageForecaster
+    from forecaster.usage.model import UsageForecaster
 
     try:
         return UsageForecaster(**_kw(cfg)).fit(train["series"])
@@ -69,7 +69,7 @@ def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
         raise SkipKind("no usage origin with a complete horizon after the cutoff")
     y = pred["y_true"].to_numpy()
     mae = lambda c: float(np.mean(np.abs(pred[c].to_numpy() - y)))  # noqa: E731
-    from forecaster.usage import BASELINES
+    from forecaster.usage.model import BASELINES
 
     m = {"primary": PRIMARY, "mae": mae("p50"),
          **{f"baseline_{b}_mae": mae(b) for b in BASELINES if b in pred},

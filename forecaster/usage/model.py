@@ -6,7 +6,7 @@ with `ds < t`; its target is `mean(y[t <= ds < t + H])` (usage is a level).
 
 Design (issue 12): the loss is the reported metric's (LightGBM `l1`, weighted by each pod's
 scale so that the scale-free target still sums to the absolute error); features at several time
-scales (forecaster.usage_features); optional time of day and phase. The model predicts either
+scales (forecaster.usage.features); optional time of day and phase. The model predicts either
 the level directly or the residual on the best baseline, whichever scores better on the
 validation tail of the training window. The same tail decides what is *served*: the model, or
 the baseline it did not beat, per series (`served_series_`) and overall (`served_`); the
@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from forecaster.manifest import read_manifest
-from forecaster.usage_features import (fleet_features, phase_runs, series_features,
+from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
 
 __all__ = ["UsageForecaster", "BASELINES", "SCHEMA_VERSION", "phase_runs", "typical_phase_bins"]

@@ -1,7 +1,7 @@
 """Queue-demand forecaster: a global LightGBM over queues, direct on the horizon's aggregate.
 
 At origin `t` the target is `agg(y[t <= ds < t + H])` (sum for flows such as arriving GPUs,
-mean for levels such as pending demand); features in forecaster/demand_features.py. One direct
+mean for levels such as pending demand); features in forecaster/demand/features.py. One direct
 model per horizon, fitted with an absolute-error objective (the reported metric is MAE).
 
 Two targets:
@@ -29,7 +29,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from forecaster.demand_features import LEVEL_FLOOR, Design, design
+from forecaster.demand.features import LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 
 SCHEMA_VERSION = 2

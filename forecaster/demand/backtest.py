@@ -28,7 +28,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from forecaster.demand import DemandForecaster
+from forecaster.demand.model import DemandForecaster
 
 BASELINES = ("persistence", "mean_last_h", "ewma", "snaive_day", "snaive_week", "ets")
 

@@ -21,9 +21,9 @@ import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
 from foresight.errors import ForesightError
-from forecaster.interference_features import (directed, numeric_features, pair_columns,
+from forecaster.interference.features import (directed, numeric_features, pair_columns,
                                                side_features)
-from forecaster.interference_identity import (ID_FEATURES, IdentityEncoder,
+from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,
                                               out_of_fold_identity, workload_groups)
 
 SCHEMA_VERSION = 2

@@ -18,8 +18,8 @@ from scipy.stats import spearmanr
 from sklearn.linear_model import LinearRegression
 
 from features.pairs import validate_pairs
-from forecaster.interference import InterferenceModel
-from forecaster.interference_features import directed
+from forecaster.interference.model import InterferenceModel
+from forecaster.interference.features import directed
 
 SAFE = 0.85
 METHODS = ["model", "always_1", "train_mean", "util_rule", "util_linreg"]

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from features.segments import WideSeries, shared_mask
-from forecaster.period import detect_period
-from forecaster.segmentation import PhaseSegmenter, _runs
+from forecaster.fingerprint.period import detect_period
+from forecaster.fingerprint.segmentation import PhaseSegmenter, _runs
 
 SCHEMA_VERSION = 1
 DEFAULT_KEY = ("foresight.io/job-template",)

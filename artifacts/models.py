@@ -24,6 +24,16 @@ class Bundle:
     predictor: object  # forecaster.fingerprint.predict.NewJobPredictor
 
 
+def best_baseline(metrics: dict) -> tuple[str, float] | None:
+    """The kind's best baseline on the backtest window: (name, value) of the lowest
+    `baseline_<name>_<primary>` entry, or None when the kind reports none."""
+    p = metrics.get("primary", "mae")
+    found = [(k[len("baseline_"):-len(p) - 1], float(v)) for k, v in metrics.items()
+             if k.startswith("baseline_") and k.endswith(f"_{p}") and isinstance(v, (int, float))
+             and v == v]
+    return min(found, key=lambda kv: kv[1]) if found else None
+
+
 def load_model(kind: str, path: str | Path) -> Any:
     """The model of `kind` from a version directory (as Registry.fetch returns it)."""
     path = Path(path)

@@ -89,7 +89,7 @@ class Indicators:
 
     def __init__(self, state: Any) -> None:
         self.state = state
-        self._seen: tuple[int, int] | None = None
+        self._seen: int | None = None  # state.version of the capacity gauges
         self._queues: set[str] = set()
         self._lock = threading.Lock()
 
@@ -106,8 +106,7 @@ class Indicators:
     def refresh(self, now: float | None = None) -> None:
         now = time.time() if now is None else now
         with self._lock:
-            version = (self.state.version, self.state.waiting.version)
-            if version[0] != (self._seen or (None,))[0]:
+            if self.state.version != self._seen:
                 cap = capacity(self.state)
                 GPUS_FREE.set(cap["free"])
                 for shape, n in cap["schedulable"].items():
@@ -117,7 +116,7 @@ class Indicators:
                 for reason, n in cap["unhealthy"].items():
                     GPUS_UNHEALTHY.labels(reason).set(n)
                 self._mig()
-            self._seen = version
+            self._seen = self.state.version
             w = waiting(self.state, now)
             for q in self._queues - set(w["queues"]):  # a queue that emptied reads 0
                 QUEUE_PENDING.labels(q).set(0)

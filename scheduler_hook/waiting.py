@@ -63,23 +63,19 @@ class WaitBook:
 
     pods: dict[str, WaitInfo] = field(default_factory=dict)
     gang_min: dict[str, int] = field(default_factory=dict)
-    version: int = 0
 
     def update(self, info: WaitInfo) -> None:
         if info.pending or (info.gang and info.bound):
             self.pods[info.key] = info
         else:
             self.pods.pop(info.key, None)
-        self.version += 1
 
     def remove(self, key: str) -> None:
-        if self.pods.pop(key, None) is not None:
-            self.version += 1
+        self.pods.pop(key, None)
 
     def keep_only(self, keys: set[str]) -> None:
         for k in [k for k in self.pods if k not in keys]:
             del self.pods[k]
-        self.version += 1
 
     def set_pod_groups(self, groups: list[dict]) -> None:
         """PodGroup objects (a snapshot may list them): minMember per gang."""
@@ -90,7 +86,6 @@ class WaitBook:
                     int(spec.get("minMember") or 0)
             except (KeyError, TypeError, ValueError):
                 continue  # not a usable PodGroup: the gang's size falls back to its pods
-        self.version += 1
 
     def pending(self) -> list[WaitInfo]:
         return [p for p in self.pods.values() if p.pending]

@@ -131,12 +131,14 @@ class ModelStore:
 def export_manifest(kind: str, manifest: dict) -> None:
     """Backtest error, best baseline and training time of the version in service, as gauges
     (NaN where the manifest does not say: older artifacts, kinds without a baseline)."""
+    from artifacts.models import best_baseline  # the retraining gate's own rule
+
     m = manifest.get("metrics") or {}
     primary = m.get(m.get("primary", "mae"))
-    base = [v for k, v in m.items() if k.startswith("baseline") and isinstance(v, (int, float))]
+    base = best_baseline(m)
     metrics.BACKTEST_ERROR.labels(kind).set(
         float(primary) if isinstance(primary, (int, float)) else float("nan"))
-    metrics.BASELINE_ERROR.labels(kind).set(min(base) if base else float("nan"))
+    metrics.BASELINE_ERROR.labels(kind).set(base[1] if base else float("nan"))
     try:
         created = datetime.fromisoformat(str(manifest.get("created"))).timestamp()
     except ValueError:

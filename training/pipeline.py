@@ -30,6 +30,7 @@ from foresight import __version__
 from foresight.errors import ForesightError
 from training.hygiene import clean_samples
 from training.kinds import KINDS, SkipKind, load_kind
+from artifacts.models import best_baseline  # noqa: F401 - the gate's rule, read by the report too
 from artifacts.registry import Registry
 from training.sources import TRAINING_METRICS, History
 
@@ -98,16 +99,6 @@ def gate(new: float, current: float | None, tolerance: float) -> bool:
     if current is None or current != current:
         return True
     return new <= current * (1.0 + tolerance) + 1e-12
-
-
-def best_baseline(metrics: dict) -> tuple[str, float] | None:
-    """The kind's best baseline on the backtest window: (name, value) of the lowest
-    `baseline_<name>_<primary>` entry, or None when the kind reports none."""
-    p = metrics.get("primary", "mae")
-    found = [(k[len("baseline_"):-len(p) - 1], float(v)) for k, v in metrics.items()
-             if k.startswith("baseline_") and k.endswith(f"_{p}") and isinstance(v, (int, float))
-             and v == v]
-    return min(found, key=lambda kv: kv[1]) if found else None
 
 
 def beats(value: float, base: tuple[str, float] | None) -> bool:

@@ -195,6 +195,11 @@ def test_running_aggregates_match_a_recount():
             placed.append((n, slots, g, m))
         a, b = c.aggregates(), c.aggregates(np.ones(4, bool))  # running totals vs recount
         assert (a.ge[:9], a.maxfree, a.whole, a.milli) == (b.ge[:9], b.maxfree, b.whole, b.milli)
+        off = np.flatnonzero(rng.random(4) < 0.5)  # the totals less some nodes vs the mask
+        mask = np.ones(4, bool)
+        mask[off] = False
+        a, b = c.aggregates_excluding(off), c.aggregates(mask)
+        assert (a.ge[:9], a.maxfree, a.whole, a.milli) == (b.ge[:9], b.maxfree, b.whole, b.milli)
 
 
 def test_cli_runs_on_a_small_cluster(tmp_path):
@@ -214,3 +219,45 @@ def test_cli_runs_on_a_small_cluster(tmp_path):
     assert [r["policy"] for r in rows] == ["bestfit", "fgd"]
     assert {"frac", "1", "2-4", "8", "gang", "8+gang", "alloc_mean"} <= set(rows[0])
     assert 0 < rows[0]["alloc_mean"] <= 100 and (tmp_path / "p.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("name", ["bestfit", "fgd", "foresight"])
+def test_node_scores_are_the_policy_scores(name):
+    # the per-shape caches (1-D, dirty rows only) against the policy's own (N x G) score
+    from simulator.timeline.cluster import TimelineCluster
+    from simulator.replay.policies import Pod
+    from simulator.timeline.policies import Placer, trace_of
+
+    c = TimelineCluster(nodes(8, 8, 8, 4, 2, 8, 1, 8))
+    shapes = [(1, 1000), (2, 1000), (8, 1000), (1, 500), (1, 250), (1, 810), (4, 1000)]
+    rng = np.random.default_rng(1)
+    gs, ms = zip(*[shapes[i] for i in rng.integers(len(shapes), size=300)])
+    p = Placer(name)
+    p.reset(c, trace_of(np.array(gs), np.array(ms)), 0)
+    pol, placed, checked = p.policy, [], 0
+    for step in range(400):
+        g, m = shapes[int(rng.integers(len(shapes)))]
+        p.observe(g, m)
+        if placed and rng.random() < 0.45:
+            n, slots, g0, m0 = placed.pop(int(rng.integers(len(placed))))
+            c.release(n, slots, g0, m0)
+            p.changed(n, slots, g0, m0)
+            continue
+        node_ok = c.maxfree >= m if m < 1000 else c.whole >= g
+        cand = np.flatnonzero(node_ok)
+        if not len(cand):
+            continue
+        pod = Pod(0, 0, g, m, "")
+        # the timeline classes leave ``score`` (and ``increase``) to the replay's policies
+        ref_node, ref_slot = pol.score(pod, node_ok, (c.gpu_free >= m) & node_ok[:, None])
+        fast = pol.node_scores(pod)
+        assert np.array_equal(fast[cand], ref_node[cand])
+        for n in cand:
+            want = np.argmax(np.where(c.gpu_free[n] >= m, ref_slot[n], -np.inf))
+            assert pol.slot(pod, int(n)) == want
+        checked += 1
+        n, s = p.choose(g, m, None)
+        slots = c.place(n, s, 0, 0, g, m)
+        p.changed(n, slots, g, m)
+        placed.append((n, slots, g, m))
+    assert checked > 150

@@ -25,6 +25,7 @@ class TimelineCluster(Cluster):
         self._whole_sum = int(self.whole.sum())
         self._milli_sum = int(self.node_free.sum())
         self._every: Aggregates | None = None
+        self._gone_key: object = None  # aggregates_excluding's kept rows
 
     def _refresh(self, node: int) -> None:
         row = self.gpu_free[node]
@@ -81,6 +82,32 @@ class TimelineCluster(Cluster):
         g = self.node_free if allowed is None else self.node_free[allowed]
         return Aggregates(ge.tolist(), int(mf.max()) if mf.size else 0, int(w.sum()),
                           int(g.sum()))
+
+
+    def aggregates_excluding(self, rows: np.ndarray, key: object = None) -> "Aggregates":
+        """``aggregates(mask)`` for the mask that is False on ``rows`` alone, from the running
+        totals less those rows: O(len(rows)) where the mask costs O(N) (the reservation holds
+        pods off a few empty nodes, and a scheduling pass asks this at every placement).
+        ``key``: while it stays the same, the rows are the same and unchanged (the reservation
+        holds off empty nodes only, and a change to an empty node bumps ``empty_version``), so
+        what they take off the totals is kept."""
+        every = self.aggregates()
+        if not len(rows):
+            return every
+        if key is None or self._gone_key != key:
+            w, mf = self.whole[rows], self.maxfree[rows]
+            ge = np.cumsum(np.bincount(w, minlength=len(every.ge))[::-1])[::-1]
+            self._gone = (ge.tolist(), mf, int(w.sum()), int(self.node_free[rows].sum()))
+            self._gone_key = key
+        ge_off, mf, whole, milli = self._gone
+        top = every.maxfree
+        if self._mf_hist[top] <= int((mf == top).sum()):  # every node at the top is excluded
+            h = self._mf_hist.copy()
+            np.subtract.at(h, mf, 1)
+            nz = np.flatnonzero(h)
+            top = int(nz[-1]) if len(nz) else 0
+        return Aggregates([a - b for a, b in zip(every.ge, ge_off)], top, every.whole - whole,
+                          every.milli - milli)
 
 
 class Aggregates:

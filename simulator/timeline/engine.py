@@ -118,7 +118,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         def held(self):
             if self._held is None:
                 mask = gate.allowed(1, False)
-                self._held = (c.aggregates(mask), mask)
+                self._held = (c.aggregates_excluding(*gate.held_off(1, False)), mask)
             return self._held
 
         def for_key(self, k: tuple):

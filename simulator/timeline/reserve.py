@@ -72,13 +72,22 @@ class ReservationGate:
         d = self.providers.demand
         key = (self.cluster.empty_version, None if d is None else d.reserved_whole_gpus(),
                gpus > 0, big)
-        if self._memo is not None and self._memo[0] == key:
-            return self._memo[1]
+        if self._memo is None or self._memo[0] != key:
+            self._memo = (key, *self._compute(gpus, big))
+        return self._memo[1]
+
+    def held_off(self, gpus: int, big: bool) -> tuple[np.ndarray, tuple]:
+        """Indices of the nodes ``allowed(gpus, big)`` is False on (the cluster sums its
+        aggregates without them, cheaper than over the mask), and the memo key: while it
+        stays the same, so do those nodes (empty ones; any change to one bumps the key)."""
+        self.allowed(gpus, big)
+        return self._memo[2], self._memo[0]
+
+    def _compute(self, gpus: int, big: bool) -> tuple[np.ndarray, np.ndarray]:
         ctx = SimpleNamespace(state=self.state, rows=self._all, n=len(self._all),
                               pod=SimpleNamespace(priority=HIGH if big else 0, gpus=gpus),
                               providers=self.providers, cfg=CFG)
         value = self.component.score(ctx).value
         out = np.ones(len(self.cluster.nodes), bool)
         out[self.rows] = value > 0
-        self._memo = (key, out)
-        return out
+        return out, self.rows[value <= 0]

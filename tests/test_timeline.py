@@ -250,7 +250,7 @@ def test_node_scores_are_the_policy_scores(name):
         pod = Pod(0, 0, g, m, "")
         # the timeline classes leave ``score`` (and ``increase``) to the replay's policies
         ref_node, ref_slot = pol.score(pod, node_ok, (c.gpu_free >= m) & node_ok[:, None])
-        fast = pol.node_scores(pod)
+        fast = pol.node_scores(pod, node_ok)
         assert np.array_equal(fast[cand], ref_node[cand])
         for n in cand:
             want = np.argmax(np.where(c.gpu_free[n] >= m, ref_slot[n], -np.inf))

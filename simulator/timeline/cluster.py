@@ -28,10 +28,10 @@ class TimelineCluster(Cluster):
         self._gone_key: object = None  # aggregates_excluding's kept rows
 
     def _refresh(self, node: int) -> None:
-        row = self.gpu_free[node]
+        row = self.gpu_free[node].tolist()  # a handful of ints: plain Python is quicker
         old_w, old_mf, old_free = int(self.whole[node]), int(self.maxfree[node]), \
             int(self.node_free[node])
-        w, mf, free = int((row >= MILLI).sum()), int(row.max()), int(row.sum())
+        w, mf, free = sum(x >= MILLI for x in row), max(row), sum(row)
         full = int(self.nodes.gpus[node])
         if (old_w == full) != (w == full):
             self.empty_version += 1
@@ -97,11 +97,12 @@ class TimelineCluster(Cluster):
         if key is None or self._gone_key != key:
             w, mf = self.whole[rows], self.maxfree[rows]
             ge = np.cumsum(np.bincount(w, minlength=len(every.ge))[::-1])[::-1]
-            self._gone = (ge.tolist(), mf, int(w.sum()), int(self.node_free[rows].sum()))
+            at = dict(zip(*(x.tolist() for x in np.unique(mf, return_counts=True))))
+            self._gone = (ge.tolist(), mf, at, int(w.sum()), int(self.node_free[rows].sum()))
             self._gone_key = key
-        ge_off, mf, whole, milli = self._gone
+        ge_off, mf, at, whole, milli = self._gone
         top = every.maxfree
-        if self._mf_hist[top] <= int((mf == top).sum()):  # every node at the top is excluded
+        if self._mf_hist[top] <= at.get(top, 0):  # every node at the top is excluded
             h = self._mf_hist.copy()
             np.subtract.at(h, mf, 1)
             nz = np.flatnonzero(h)

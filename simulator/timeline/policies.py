@@ -31,7 +31,7 @@ class TimelineBestFit(BestFit):
     def touch(self, node: int) -> None:
         pass
 
-    def node_scores(self, pod: Pod) -> np.ndarray:
+    def node_scores(self, pod: Pod, node_ok: np.ndarray) -> np.ndarray:
         c = self.cluster
         left = (c.cpu_free - pod.cpu) / c.nodes.cpu + \
                (c.node_free - pod.num_gpu * pod.milli) / self._cap
@@ -45,8 +45,9 @@ class TimelineBestFit(BestFit):
 class _CachedIncrease:
     """FGD's fragmentation increase and the node score from it, kept per pod shape and
     recomputed only on the nodes that changed since (a node's increase depends on that node
-    and the mix alone): over time most decisions touch a handful of nodes, and 1,213 nodes x
-    every decision would cost minutes. Subclasses say how a node scores (``_score_rows``)."""
+    and the mix alone), and of those only on the nodes the pod fits on now: over time most
+    decisions touch a handful of nodes, and 1,213 nodes x every decision would cost minutes.
+    Subclasses say how a node scores (``_score_rows``)."""
 
     def _cache_init(self, n: int) -> None:
         self._inc: dict[tuple[int, int], list] = {}
@@ -55,29 +56,28 @@ class _CachedIncrease:
     def touch(self, node: int) -> None:
         self._ver[node] += 1
 
-    def node_scores(self, pod: Pod) -> np.ndarray:
-        """(N,) the policy's node score for ``pod`` (meaningful where the pod fits)."""
+    def node_scores(self, pod: Pod, node_ok: np.ndarray) -> np.ndarray:
+        """(N,) the policy's node score for ``pod``, up to date where ``node_ok`` (the nodes
+        it fits on; the others are brought up to date when they are asked for)."""
         c, key = self.cluster, (pod.num_gpu, pod.milli)
         ent = self._inc.get(key)
         if ent is None or ent[0] is not self.mix:
-            rows = np.arange(len(self._ver))
-            inc = FGD.increase(self, pod, np.ones(len(rows), bool))
-            node, per_slot = self._score_rows(pod, rows, inc)
-            ent = self._inc[key] = [self.mix, node, per_slot, self._ver.copy()]
-        else:
-            dirty = np.flatnonzero(self._ver != ent[3])
-            if len(dirty):
-                cnt, small = self.stats
-                inc = fragmentation_increase(
-                    c.gpu_free[dirty], c.cpu_free[dirty], self.mix, self.acc[dirty], pod.cpu,
-                    pod.milli, pod.num_gpu, stats=(cnt[dirty], small[dirty]))
-                ent[1][dirty], ent[2][dirty] = self._score_rows(pod, dirty, inc)
-                ent[3][dirty] = self._ver[dirty]
+            n, g = c.shape
+            ent = self._inc[key] = [self.mix, np.zeros(n), np.zeros((n, g)), np.full(n, -1)]
+        dirty = np.flatnonzero((self._ver != ent[3]) & node_ok)
+        if len(dirty):
+            cnt, small = self.stats
+            inc = fragmentation_increase(
+                c.gpu_free[dirty], c.cpu_free[dirty], self.mix, self.acc[dirty], pod.cpu,
+                pod.milli, pod.num_gpu, stats=(cnt[dirty], small[dirty]))
+            ent[1][dirty], ent[2][dirty] = self._score_rows(pod, dirty, inc)
+            ent[3][dirty] = self._ver[dirty]
         self._last = ent[2]
         return ent[1]
 
     def slot(self, pod: Pod, node: int) -> int:
-        """The GPU the policy's slot score picks on ``node`` (after ``node_scores(pod)``)."""
+        """The GPU the policy's slot score picks on ``node`` (after ``node_scores`` for the
+        pod, with ``node`` among the nodes it fits on)."""
         row = self.cluster.gpu_free[node]
         return int(np.argmax(np.where(row >= pod.milli, self._slot_row(row, self._last[node]),
                                       -np.inf)))
@@ -125,10 +125,10 @@ class TimelineForesight(_CachedIncrease, Foresight):
     def _slot_row(row, inc):
         return -inc - 1e-3 * row
 
-    def node_scores(self, pod):
+    def node_scores(self, pod, node_ok):
         if self.classes or self.balance or pod.num_gpu == 0 or self.mode is not None:
             raise NotImplementedError("terms the timeline replay does not use")
-        return super().node_scores(pod)
+        return super().node_scores(pod, node_ok)
 
 
 POLICIES = {"bestfit": (TimelineBestFit, None), "fgd": (TimelineFGD, None),
@@ -171,7 +171,7 @@ class Placer:
             return None
         pod = Pod(0, 0, gpus, milli, "")
         self.policy.pod_index += 1
-        s = self.policy.node_scores(pod)[cand]
+        s = self.policy.node_scores(pod, node_ok)[cand]
         best = cand[s == s.max()]
         node = int(best[self.rng.integers(len(best))]) if len(best) > 1 else int(best[0])
         return node, self.policy.slot(pod, node)

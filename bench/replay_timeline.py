@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -36,30 +37,50 @@ def _load() -> list[dict]:
 
 def run(a: argparse.Namespace) -> None:
     from simulator.replay.data import load_nodes
-    from simulator.timeline.plot import plot_timeline
-    from simulator.timeline.run import CaseConfig, run_case
 
     nodes = load_nodes(shared_traces_dir() / "openb-2023" / "csv" /
                        "openb_node_list_gpu_node.csv")
-    done = {(r["phase"], r["profile"], r["seed"], r["policy"], r["gang_semantics"], r["days"])
-            for r in _load()}
     pols = list(POLICIES) if a.policies == "all" else a.policies.split(",")
+    if a.repeat:  # drop the cached runs of this grid, then run it ``repeat`` times
+        grid = {(a.phase, prof, seed, p, not a.no_gang, a.days) for prof in a.profiles.split(",")
+                for seed in parse_seeds(a.seeds) for p in pols}
+        keep = [r for r in _load() if (r["phase"], r["profile"], r["seed"], r["policy"],
+                                       r["gang_semantics"], r["days"]) not in grid]
+        CACHE.write_text("".join(json.dumps(r) + "\n" for r in keep))
+    for _ in range(max(1, a.repeat)):
+        run_grid(a, nodes, pols)
+
+
+def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
+    from simulator.timeline.plot import plot_timeline
+    from simulator.timeline.run import CaseConfig, run_case
+
+    done = set() if a.repeat else {(r["phase"], r["profile"], r["seed"], r["policy"],
+                                    r["gang_semantics"], r["days"]) for r in _load()}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
                          not in done)
             if not todo:
                 continue
-            cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
-                             load=a.load, policies=todo, horizon=a.horizon, quantile=a.quantile)
-            rows, raw = run_case(nodes, cfg, keep=a.plot)
-            for r in rows:
-                r.update(phase=a.phase, days=a.days, horizon=a.horizon, quantile=a.quantile)
-                with CACHE.open("a") as f:
-                    f.write(json.dumps(r) + "\n")
-                print(f"{a.phase} {prof} {seed} {r['policy']}: 8+gang p95 "
-                      f"{r['8+gang']['p95_min']} min, alloc {r['alloc_mean']} "
-                      f"({r['cpu_seconds']} cpu s)", flush=True)
+            # timings: one policy per case, so that each row's load average is its own
+            raw = {}
+            for group in [(p,) for p in todo] if a.phase == "speed" else [todo]:
+                cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
+                                 load=a.load, policies=group, horizon=a.horizon,
+                                 quantile=a.quantile)
+                rows, got = run_case(nodes, cfg, keep=a.plot)
+                raw.update(got)
+                for r in rows:
+                    r.update(phase=a.phase, days=a.days, horizon=a.horizon,
+                             quantile=a.quantile,
+                             load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+                    with CACHE.open("a") as f:
+                        f.write(json.dumps(r) + "\n")
+                    print(f"{a.phase} {prof} {seed} {r['policy']}: 8+gang p95 "
+                          f"{r['8+gang']['p95_min']} min, alloc {r['alloc_mean']} "
+                          f"({r['cpu_seconds']} cpu s)", flush=True)
             if raw:
                 plot_timeline({k: v.samples for k, v in raw.items()},
                               RESULTS / f"replay_timeline_{prof}.png",
@@ -75,6 +96,7 @@ def _mean(xs: list) -> float:
 
 def table(runs: list[dict], phase: str) -> list[str]:
     runs = [r for r in runs if r["phase"] == phase]
+    mid = (lambda xs: float(np.median(xs))) if phase == "speed" else _mean  # repeated timings
     out: list[str] = []
     for prof in sorted({r["profile"] for r in runs}):
         gang = [r for r in runs if r["profile"] == prof and r["gang_semantics"]]
@@ -103,8 +125,8 @@ def table(runs: list[dict], phase: str) -> list[str]:
                        f" | {_mean([r['frag_events'] for r in rs]):.0f}"
                        f" | {held:.0f} | {_mean([r['reserved_mean'] for r in rs]):.0f}"
                        f" | {_mean([r['empty8_mean'] for r in rs]):.1f}"
-                       f" | {_mean([r['cpu_seconds'] for r in rs]):.1f}"
-                       f" | {_mean([r['seconds'] for r in rs]):.1f} |")
+                       f" | {mid([r['cpu_seconds'] for r in rs]):.1f}"
+                       f" | {mid([r['seconds'] for r in rs]):.1f} |")
         out += ["", "p95 change against `fgd` per seed (8-GPU / gang / 8+gang), and mean "
                 "allocation difference in points:", "",
                 "| policy | " + " | ".join(f"seed {s}" for s in seeds) + " | mean |",
@@ -147,6 +169,20 @@ def table(runs: list[dict], phase: str) -> list[str]:
     return out
 
 
+def runs_table(runs: list[dict], phase: str) -> list[str]:
+    """One line per cached run: CPU and wall time, the load average when it finished, and the
+    digest of its decisions (equal digests = the same replay)."""
+    out = ["### Runs", "", "| profile | seed | days | policy | cpu s | wall s | forecast s |"
+           " load average (1/5/15 min) at the end | finished | digest |", "|---" * 10 + "|"]
+    for r in runs:
+        if r["phase"] == phase:
+            out.append(f"| {r['profile']} | {r['seed']} | {r['days']:g} | {r['policy']} | "
+                       f"{r['cpu_seconds']} | {r['seconds']} | {r['forecast_seconds']} | "
+                       f"{r.get('load', '')} | {r.get('finished', '')} | "
+                       f"{r.get('digest', '')} |")
+    return out + [""]
+
+
 def write(phase: str, command: str, notes: Path | None) -> None:
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                          text=True, cwd=Path(__file__).parent).stdout.strip()
@@ -158,6 +194,8 @@ def write(phase: str, command: str, notes: Path | None) -> None:
     if notes is not None and notes.exists():
         lines += [notes.read_text().rstrip(), ""]
     lines += table(_load(), phase)
+    if phase == "speed":
+        lines += runs_table(_load(), phase)
     (RESULTS / name).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -176,6 +214,9 @@ def main() -> None:
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")
     ap.add_argument("--table-only", action="store_true")
+    ap.add_argument("--repeat", type=int, default=0,
+                    help="drop the grid's cached runs and run it this many times (timings; "
+                         "the speed table then shows the median)")
     a = ap.parse_args()
     if not a.table_only:
         run(a)

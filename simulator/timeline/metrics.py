@@ -1,6 +1,8 @@
 """Summaries of a timeline replay: queueing delay per size class, allocation, blocked events."""
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 
 from simulator.timeline.engine import TimelineResult
@@ -14,6 +16,19 @@ def delays(jobs: Jobs, res: TimelineResult, t0: float, t1: float
     m = (jobs.arrival >= t0) & (jobs.arrival < t1)
     d = np.where(np.isfinite(res.start), res.start, t1) - jobs.arrival
     return m, d
+
+
+def digest(res: TimelineResult) -> str:
+    """16 hex digits over every job's start, the per-job flags, the samples and the counters:
+    equal digests = the same replay, decision for decision (how a speed-up shows it changed
+    nothing)."""
+    h = hashlib.sha1()
+    for a in (np.nan_to_num(res.start, nan=-1.0), res.frag_blocked, res.held):
+        h.update(np.ascontiguousarray(a).tobytes())
+    for k in sorted(res.samples):
+        h.update(np.asarray(res.samples[k], float).tobytes())
+    h.update(repr((res.frag_events, res.deadlocks, res.gang_restarts)).encode())
+    return h.hexdigest()[:16]
 
 
 def summarize(jobs: Jobs, res: TimelineResult, t0: float, t1: float) -> dict:
@@ -41,4 +56,5 @@ def summarize(jobs: Jobs, res: TimelineResult, t0: float, t1: float) -> dict:
     out["gang_deadlocks"] = res.deadlocks
     out["gang_restarts"] = res.gang_restarts
     out["preemptions"] = res.preemptions
+    out["digest"] = digest(res)
     return out

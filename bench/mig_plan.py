@@ -26,8 +26,8 @@ from simulator.timeline.mig_run import POLICIES  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 CACHE = RESULTS / "mig_plan_runs.jsonl"
 # settings chosen on dev seeds 0-2 (bench/results/mig_plan_dev.md); final seeds run once
-DEFAULT = {"days": 7.0, "load": 0.65, "lookahead": 3, "quantile": "p90", "period_s": 3600.0,
-           "downtime_s": 300.0, "drain_max_s": 1e12, "max_draining": 3}
+DEFAULT = {"days": 7.0, "load": 0.5, "lookahead": 24, "quantile": "p90", "period_s": 21600.0,
+           "downtime_s": 300.0, "drain_max_s": None, "max_draining": 3}
 
 
 def _load() -> list[dict]:

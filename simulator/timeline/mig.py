@@ -13,7 +13,7 @@ profile; a node it changes is drained (no new pod placed on it; the planner char
 its drain cost) and, once empty, is down for ``downtime_s`` and comes back with the new
 geometry. A node re-split less than ``min_gap_s`` ago, draining or down, is passed to the planner
 as busy (left as it is): at most one re-split per node per ``min_gap_s``. A drain that has not
-emptied the node after ``drain_max_s`` is called off (the node takes pods again). With
+emptied the node after ``drain_max_s`` (None: never) is called off (it takes pods again). With
 ``max_drain_pods``, a node running more pods is passed as busy too: with heavy-tailed run times
 a full node takes most of a day to empty, and its drained capacity idles meanwhile; with
 ``max_draining``, at most that many nodes drain at once (the plan's changes with fewest pods
@@ -101,7 +101,7 @@ class MigResult:
 def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float, t_end: float,
             demand: Callable[[float, "Live"], dict[str, float]] | None = None,
             initial: str | dict[str, str] = "all-balanced", period_s: float = 3600.0,
-            downtime_s: float = 300.0, drain_max_s: float = 6 * 3600.0,
+            downtime_s: float = 300.0, drain_max_s: float | None = 6 * 3600.0,
             min_gap_s: float = 86400.0, max_drain_pods: int | None = None,
             max_draining: int | None = None, custom: bool = False) -> MigResult:
     """Replay the pods arriving in [t_start, t_end) (see the module docstring).
@@ -207,7 +207,8 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
     def sample(now: float) -> None:
         nonlocal mix
         for nd in nodes:  # drains that take too long are called off
-            if nd.target is not None and now - nd.drain_since > drain_max_s:
+            if nd.target is not None and drain_max_s is not None and \
+                    now - nd.drain_since > drain_max_s:
                 nd.target = None
                 avail.update(nd.free)
                 counts["off"] += 1

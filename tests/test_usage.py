@@ -94,7 +94,7 @@ def test_old_schema_is_a_clear_error(fitted, tmp_path):
     assert man["served_series"] == m.served_series_
     man["schema_version"] = 2
     (tmp_path / "u" / "manifest.json").write_text(json.dumps(man))
-    with pytest.raises(ArtifactError, match="schema_version 2, expected 3"):
+    with pytest.raises(ArtifactError, match=r"schema_version 2, expected one of \(3, 4\)"):
         UsageForecaster.load(tmp_path / "u")
 
 
@@ -135,6 +135,64 @@ def test_fallback_per_series_is_named_and_served():
     g = UsageForecaster(horizon=10, n_estimators=100, select="global").fit(df[df["ds"] < start])
     assert g.served_series_ == {}
     assert set(g.predict_origins(df, start)["model"]) == {g.served_}
+
+
+def test_hurdle_serves_the_last_value_where_nothing_moves(tmp_path):
+    """Step pods stay flat over most horizons: the hurdle classifier sends those origins to the
+    last value exactly, which lowers the model's absolute error there, and it round-trips."""
+    df = mixed_series(seed=3)
+    start = pd.Timestamp("2026-01-01T07:00Z")
+    train = df[df["ds"] < start]
+    plain = UsageForecaster(horizon=10, n_estimators=100).fit(train)
+    h = UsageForecaster(horizon=10, n_estimators=100, hurdle=True).fit(train)
+    assert h.hurdle_ and h.val_scores_["model"] < h.val_scores_["model_no_hurdle"]
+    p, q = h.predict_origins(df, start), plain.predict_origins(df, start)
+    steps = p["unique_id"].str.startswith("s").to_numpy()
+    exact = (p["model_p50"] == p["last_value"]).to_numpy()
+    assert exact[steps].mean() >= 0.5 and exact[~steps].mean() < exact[steps].mean()
+    assert (q["model_p50"] != q["last_value"]).to_numpy()[steps].mean() > 0.9  # no hurdle
+    err = lambda r: float(np.mean(np.abs(r["model_p50"] - r["y_true"]).to_numpy()[steps]))
+    assert err(p) < err(q)
+    h.save(tmp_path / "h")
+    assert (tmp_path / "h" / "still.txt").exists()
+    pd.testing.assert_frame_equal(UsageForecaster.load(tmp_path / "h").predict_origins(
+        df, start), p)
+
+
+def regime_series(n_series=12, n=720, seed=0):
+    """Busy first (a drifting noisy level the EWMA tracks), then a flat line from bin 480 on:
+    the regime the validation tail never saw, where the last value is exact."""
+    rng = np.random.default_rng(seed)
+    t0 = pd.Timestamp("2026-01-01", tz="UTC")
+    parts = []
+    for k in range(n_series):
+        y = 50 + np.cumsum(rng.normal(0, 2, n)) + rng.normal(0, 8, n)
+        y[480:] = y[479]
+        parts.append(pd.DataFrame({"unique_id": f"r{k}", "ds": t0 + pd.to_timedelta(
+            np.arange(n), "min"), "y": np.clip(y, 0, None)}))
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_recent_pick_follows_a_regime_change_without_leaking():
+    df = regime_series()
+    start = pd.Timestamp("2026-01-01T06:00Z")  # bin 360: fitted on the busy part only
+    kw = dict(horizon=10, n_estimators=60, min_gain=0.03)
+    static = UsageForecaster(**kw).fit(df[df["ds"] < start])
+    m = UsageForecaster(**kw, recent_window=60).fit(df[df["ds"] < start])
+    a, s = m.predict_origins(df, start), static.predict_origins(df, start)
+    late = (pd.to_datetime(a["origin"], utc=True) >= start + pd.Timedelta("3h")).to_numpy()
+    assert (a.loc[late, "model"] == "last_value").mean() > 0.8  # flat since bin 480
+    assert (s.loc[late, "model"] != "last_value").mean() > 0.9  # the fit-time choice
+    err = lambda p: float(np.mean(np.abs(p["p50"] - p["y_true"]).to_numpy()[late]))
+    assert err(a) < 0.2 * err(s)
+    # the pick at an origin reads only horizons that ended before it
+    origin = start + pd.Timedelta("150min")  # bin 510
+    changed = df.copy()
+    changed.loc[changed["ds"] >= origin, "y"] += 40.0
+    b = m.predict_origins(changed, start)
+    at = lambda p: p[pd.to_datetime(p["origin"], utc=True) == origin].set_index("unique_id")
+    pd.testing.assert_series_equal(at(a)["model"], at(b)["model"])
+    np.testing.assert_allclose(at(a)["p50"], at(b)["p50"])
 
 
 def test_quantiles_clipped_to_physical_range():
@@ -249,7 +307,16 @@ def test_cli_backtest(tmp_path, capsys):
     assert {"unique_id", "origin", "y_true", "p50", "last_value", "mean_last_h", "ses",
             "model"} <= set(p.columns)
     assert "served overall" in shown and "validation MAE" in shown
-    for bad in (["--y-max", "-1"], ["--half-life", "0"]):
+    assert "re-picked" not in shown
+    rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
+               "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--hurdle",
+               "--recent-window", "30", "--save", str(tmp_path / "m")])
+    shown = capsys.readouterr().out
+    flat = " ".join(shown.split())  # rich wraps lines at the terminal width
+    assert rc == 0 and "re-picked at each origin" in flat and "last 30 bins" in flat
+    man = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert man["recent_window"] == 30 and man["hurdle"] is True
+    for bad in (["--y-max", "-1"], ["--half-life", "0"], ["--recent-window", "-5"]):
         rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon",
                    "10min", "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), *bad])
         err = capsys.readouterr()

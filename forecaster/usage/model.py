@@ -10,7 +10,11 @@ scales (forecaster.usage.features); optional time of day and phase. The model pr
 the level directly or the residual on the best baseline, whichever scores better on the
 validation tail of the training window. The same tail decides what is *served*: the model, or
 the baseline it did not beat, per series (`served_series_`) and overall (`served_`); the
-forecast's `model` column names it. p10/p90: split-conformal quantiles of each served
+forecast's `model` column names it. Hurdle (`hurdle=True`): a classifier of "the next horizon's
+mean equals the last value" (a flat memory line, an idle pod's exact zeros); where it says so
+with probability >= 0.5 the model's forecast is the last value itself, the point forecast an
+absolute-error loss calls for when most of the mass sits on one value; kept only if it validates
+better than the plain model. p10/p90: split-conformal quantiles of each served
 predictor's own validation residuals (apart for idle and moving pods), clipped to the
 metric's physical range [y_min, y_max].
 Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
@@ -24,7 +28,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from forecaster.manifest import read_manifest
+from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
 
@@ -32,8 +36,9 @@ __all__ = ["UsageForecaster", "BASELINES", "SCHEMA_VERSION", "phase_runs", "typi
 
 # 3: served predictor per series, validation scores, conformal quantiles per predictor and
 # flat/moving origin,
-# base ("none" or a baseline), physical range, time of day.
-SCHEMA_VERSION = 3
+# base ("none" or a baseline), physical range, time of day; 4: the hurdle classifier (`still.txt`).
+SCHEMA_VERSION = 4
+READS = (3, 4)
 BASELINES = ("last_value", "mean_last_h", "ses")
 
 
@@ -47,7 +52,8 @@ class UsageForecaster:
                  min_gain: float = 0.03, select: str = "series", base: str = "auto",
                  time_of_day: bool = False, weight: bool = True, y_min: float = 0.0,
                  y_max: float | None = None, drop: tuple[str, ...] = (),
-                 fleet: bool = False, half_life: float | None = None) -> None:
+                 fleet: bool = False, half_life: float | None = None,
+                 hurdle: bool = False, recent_window: int | None = None) -> None:
         self.horizon = horizon
         self.val_frac = val_frac
         self.coverage = coverage
@@ -71,6 +77,10 @@ class UsageForecaster:
         self.half_life = half_life  # bins; None: every training origin weighs the same
         self.fleet = fleet  # the load of every series in the table, as features
         self.drop = tuple(drop)  # feature names left out (e.g. LONG_RUN on drifting load)
+        self.hurdle = hurdle
+        # bins of completed horizons that re-pick the served predictor at each origin (None:
+        # the fit-time choice throughout)
+        self.recent_window = recent_window
         self.phases_, self.ph_typ_ = False, {}
 
     # ---------------------------------------------------------------- design matrix
@@ -127,6 +137,32 @@ class UsageForecaster:
             return reg.fit(d["X"][rows], target, sample_weight=w)
         return reg.fit(d["X"][rows], target)
 
+    def _still_labels(self, d: dict) -> np.ndarray:
+        """The horizon's mean equals the last value (to float rounding of the mean)."""
+        return np.abs(d["y_true"] - d["last_value"]) <= 1e-9 * d["scale"]
+
+    def _train_still(self, d: dict, rows: np.ndarray):
+        lab = self._still_labels(d)[rows]
+        if lab.all() or not lab.any():  # one class: nothing to learn, a constant answer
+            return float(lab.mean())
+        clf = lgb.LGBMClassifier(n_estimators=self.n_estimators // 2,
+                                 learning_rate=self.learning_rate, num_leaves=self.num_leaves,
+                                 min_child_samples=self.min_child_samples, subsample=0.8,
+                                 subsample_freq=1, colsample_bytree=0.8,
+                                 random_state=self.seed, n_jobs=self.n_jobs, verbose=-1)
+        return clf.fit(d["X"][rows], lab.astype(int))
+
+    def _p_still(self, d: dict, rows: np.ndarray, clf) -> np.ndarray:
+        if isinstance(clf, float):
+            return np.full(int(rows.sum()), clf)
+        X = d["X"].loc[rows, self.features_] if hasattr(self, "features_") else d["X"][rows]
+        if isinstance(clf, lgb.LGBMClassifier):
+            return clf.predict_proba(X)[:, 1]
+        return clf.predict(X)  # a loaded Booster: the binary objective's probability
+
+    def _hurdled(self, d: dict, rows: np.ndarray, p: np.ndarray, clf) -> np.ndarray:
+        return np.where(self._p_still(d, rows, clf) >= 0.5, d["last_value"][rows], p)
+
     @staticmethod
     def _base_values(d: dict, base: str) -> np.ndarray:
         return np.zeros(len(d["y_true"])) if base == "none" else d[base]
@@ -174,12 +210,20 @@ class UsageForecaster:
             if best is None or mae < best[0]:
                 best = (mae, b, pv)
         self.val_scores_["model"], self.base_, preds["model"] = best
+        self.hurdle_ = False
+        if self.hurdle:
+            ph = self._hurdled(d, val_rows, best[2], self._train_still(d, fit_rows))
+            mae = float(np.mean(np.abs(y_val - ph)))
+            self.val_scores_["model_no_hurdle"] = best[0]
+            if mae < best[0]:
+                self.hurdle_, self.val_scores_["model"], preds["model"] = True, mae, ph
         self.served_ = ("model" if best[0] < (1 - self.min_gain) * self.val_scores_[best_bl]
                         else best_bl)
         self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
         self.q_ = self._conformal(y_val, preds, d["scale"][val_rows], d["flat"][val_rows])
         self.features_ = list(d["X"].columns)
         self.model_ = self._train(d, ok, self.base_)
+        self.still_ = self._train_still(d, ok) if self.hurdle_ else None
         return self
 
     def _conformal(self, y: np.ndarray, preds: dict, scale: np.ndarray,
@@ -218,13 +262,22 @@ class UsageForecaster:
         d = self.design(df)
         d["ses"] = d["ses_all"][self.ses_alpha_]
         t = pd.to_datetime(d["origins"], utc=True)
-        rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) &
-                          np.isfinite(d["last_value"]))
-        ids = d["ids"][rows]
-        cand = {b: d[b][rows] for b in BASELINES}
-        cand["model"] = self._model_p50(d, rows, self.model_, self.base_)
+        known = np.isfinite(d["last_value"])
+        rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) & known)
+        # every origin with history when the served predictor is re-picked from recent errors
+        pick = known if self.recent_window else rows
+        ids = d["ids"][pick]
+        cand = {b: d[b][pick] for b in BASELINES}
+        cand["model"] = self._model_p50(d, pick, self.model_, self.base_)
+        if getattr(self, "hurdle_", False):
+            cand["model"] = self._hurdled(d, pick, cand["model"], self.still_)
         served = np.asarray([self.served_series_.get(str(u), self.served_) for u in ids],
                             dtype=object)
+        if self.recent_window:
+            served = self._recent_pick(ids, d["y_true"][pick], cand, served)
+            keep = rows[pick]
+            ids, served = ids[keep], served[keep]
+            cand = {c: p[keep] for c, p in cand.items()}
         p50, lo, hi = np.zeros(len(ids)), np.zeros(len(ids)), np.zeros(len(ids))
         s, flat = d["scale"][rows], d["flat"][rows]
         for c, p in cand.items():
@@ -239,11 +292,38 @@ class UsageForecaster:
             "p90": np.maximum(np.clip(hi, self.y_min, self.y_max_), p50), "model": served,
             "model_p50": cand["model"], **{b: cand[b] for b in BASELINES}})
 
+    def _recent_pick(self, ids: np.ndarray, y: np.ndarray, cand: dict,
+                     static: np.ndarray) -> np.ndarray:
+        """Per origin, re-pick what is served from the absolute errors over the series' last
+        `recent_window` horizons that had *ended* by that origin (origins >= horizon bins
+        back: no future bin is read): the best baseline there, or the model if it beat that
+        baseline by min_gain (the gate's rule, per origin: a baseline is the default, the
+        model earns its place). Load regimes change within hours and the validation tail
+        cannot see the next one. Origins without that history keep the fit-time choice.
+        Rows are per series in time order on regular bins (design's layout)."""
+        H, W = self.horizon, int(self.recent_window)
+        key = pd.Series(ids)
+        rec = {}
+        for c, p in cand.items():
+            past = pd.Series(np.abs(y - p)).groupby(key).shift(H)  # NaN: horizon not ended
+            rec[c] = past.groupby(key).rolling(W, min_periods=max(1, W // 2)).mean(
+            ).reset_index(level=0, drop=True).sort_index().to_numpy()
+        bl = np.column_stack([rec[b] for b in BASELINES])
+        ok = np.isfinite(bl).all(axis=1) & np.isfinite(rec["model"])
+        best_bl = np.asarray(BASELINES, dtype=object)[np.argmin(np.where(ok[:, None], bl, 0),
+                                                                 axis=1)]
+        model = rec["model"] < (1 - self.min_gain) * np.nanmin(np.where(ok[:, None], bl, np.inf),
+                                                                 axis=1)
+        return np.where(ok, np.where(model, "model", best_bl), static)
+
     # ---------------------------------------------------------------- artifacts
     def save(self, path: str | Path) -> None:
         p = Path(path)
         p.mkdir(parents=True, exist_ok=True)
         (p / "model.txt").write_text(self.model_.booster_.model_to_string())
+        still = self.still_ if self.hurdle_ else None
+        if isinstance(still, lgb.LGBMClassifier):
+            (p / "still.txt").write_text(still.booster_.model_to_string())
         (p / "manifest.json").write_text(json.dumps({
             "schema_version": SCHEMA_VERSION, "horizon": self.horizon, "base": self.base_,
             "features": self.features_, "quantiles": self.q_, "coverage": self.coverage,
@@ -252,22 +332,35 @@ class UsageForecaster:
             "val_scores": self.val_scores_, "select": self.select,
             "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
             "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
-            "phases": self.phases_, "phase_typical_bins": self.ph_typ_}, indent=1))
+            "recent_window": self.recent_window,
+            "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
+            "hurdle": self.hurdle, "hurdle_used": self.hurdle_,
+            "still_constant": still if isinstance(still, float) else None}, indent=1))
 
     @classmethod
     def load(cls, path: str | Path) -> "UsageForecaster":
         p = Path(path)
-        man = read_manifest(p, SCHEMA_VERSION, "usage model (retrain it with this version)")
+        man = read_manifest(p, None, "usage model")
+        if man.get("schema_version") not in READS:
+            raise ArtifactError(f"{p / 'manifest.json'}: usage model schema_version "
+                                f"{man.get('schema_version')!r}, expected one of {READS} "
+                                "(retrain it with this version)")
         m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]),
                 coverage=man["coverage"], select=man["select"],
                 time_of_day=man["time_of_day"], fleet=man["fleet"], drop=tuple(man["drop"]),
-                half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"])
+                half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"],
+                recent_window=man.get("recent_window"))
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
         m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
         m.served_, m.served_series_ = man["served"], man["served_series"]
         m.val_scores_ = man["val_scores"]
         m.phases_, m.ph_typ_ = man["phases"], man["phase_typical_bins"]
         m.model_ = _Booster(lgb.Booster(model_file=str(p / "model.txt")))
+        m.hurdle, m.hurdle_ = man.get("hurdle", False), man.get("hurdle_used", False)
+        m.still_ = None
+        if m.hurdle_:
+            m.still_ = (man["still_constant"] if man.get("still_constant") is not None else
+                        _Booster(lgb.Booster(model_file=str(p / "still.txt"))))
         return m
 
 

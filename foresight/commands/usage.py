@@ -52,6 +52,12 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
                                              "origins by recency, half-life in bins."),
              time_of_day: bool = typer.Option(False, "--time-of-day", help="Add the origin's"
                                               " time of day as a feature."),
+             hurdle: bool = typer.Option(False, "--hurdle/--no-hurdle", help="Serve the last "
+                                         "value where a classifier says the next horizon "
+                                         "will not move (flat memory, idle pods)."),
+             recent_window: int = typer.Option(0, "--recent-window", help="Re-pick the served"
+                                               " predictor at each origin by its error over "
+                                               "this many bins of ended horizons (0: off)."),
              save: Path = typer.Option(None, "--save", help="Also save the fitted model "
                                        "(model.txt + manifest.json) to this directory.")
              ) -> None:
@@ -70,6 +76,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"bad --y-max {y_max}: must be > 0")
     if half_life is not None and not half_life > 0:
         raise ForesightError(f"bad --half-life {half_life}: must be > 0 bins")
+    if recent_window < 0:
+        raise ForesightError(f"bad --recent-window {recent_window}: must be >= 0 bins")
     try:
         start = pd.Timestamp(test_start)
     except ValueError:
@@ -86,7 +94,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
                              f"({df['ds'].min()} .. {df['ds'].max()})")
     try:
         model = UsageForecaster(horizon=H, y_max=y_max, fleet=fleet, half_life=half_life,
-                                time_of_day=time_of_day).fit(train)
+                                time_of_day=time_of_day, hurdle=hurdle,
+                                recent_window=recent_window or None).fit(train)
     except ValueError as exc:
         raise ForesightError(f"cannot fit: {exc}") from None
     pred = model.predict_origins(df, start)
@@ -98,7 +107,11 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         model.save(save)
     console.print(served_table(pred, model, horizon))
     console.print(f"served overall: {model.served_} (chosen on the validation tail of the "
-                  "training window; per series in the `model` column)")
+                  "training window; per series and origin in the `model` column)")
+    if model.recent_window:
+        console.print(f"re-picked at each origin: the predictor with the lowest error over the"
+                      f" last {model.recent_window} bins of ended horizons, if "
+                      f"{model.min_gain:.0%} better than the fit-time choice")
     console.print(f"wrote {out}" + (f" and the model to {save}" if save else ""))
 
 
@@ -107,18 +120,17 @@ def served_table(pred: pd.DataFrame, model, horizon: str) -> Table:
     from forecaster.usage.model import BASELINES
 
     y = pred["y_true"]
-    per = pred.groupby("unique_id")["model"].first().value_counts()
+    per = pred["model"].value_counts(normalize=True)
     t = Table(title=f"usage backtest: {len(pred)} origins, {pred['unique_id'].nunique()} series,"
                     f" horizon {horizon}")
     for c, j in (("forecast", "left"), ("MAE", "right"), ("validation MAE", "right"),
-                 ("series served", "right")):
+                 ("served at origins", "right")):
         t.add_column(c, justify=j)
-    t.add_row("served (p50)", f"{np.mean(np.abs(pred['p50'] - y)):.5g}", "",
-              str(pred["unique_id"].nunique()))
+    t.add_row("served (p50)", f"{np.mean(np.abs(pred['p50'] - y)):.5g}", "", "100%")
     for c, col in (("model", "model_p50"), *((b, b) for b in BASELINES)):
         name = f"ses (alpha {model.ses_alpha_:g})" if c == "ses" else c
         t.add_row(name, f"{np.mean(np.abs(pred[col] - y)):.5g}",
-                  f"{model.val_scores_[c]:.5g}", str(int(per.get(c, 0))))
+                  f"{model.val_scores_[c]:.5g}", f"{per.get(c, 0.0):.0%}")
     return t
 
 

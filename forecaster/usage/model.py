@@ -32,7 +32,8 @@ from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
 
-__all__ = ["UsageForecaster", "BASELINES", "SCHEMA_VERSION", "phase_runs", "typical_phase_bins"]
+__all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",
+           "phase_runs", "typical_phase_bins"]
 
 # 3: served predictor per series, validation scores, conformal quantiles per predictor and
 # flat/moving origin,
@@ -40,6 +41,24 @@ __all__ = ["UsageForecaster", "BASELINES", "SCHEMA_VERSION", "phase_runs", "typi
 SCHEMA_VERSION = 4
 READS = (3, 4)
 BASELINES = ("last_value", "mean_last_h", "ses")
+# Named configurations. "serving" is the one bench/usage_genai.py's rule picked on the tune
+# pods of the GenAI 2026 serving trace (dev stage only; bench/results/usage_genai.md): small
+# trees, the fleet's load, recency weights, the hurdle and the per-origin re-pick. Durations
+# are wall time, turned into bins by `preset(name, step)`. "plain": the constructor defaults.
+PRESETS: dict[str, dict] = {
+    "plain": {},
+    "serving": {"num_leaves": 7, "min_child_samples": 200, "learning_rate": 0.03,
+                "fleet": True, "half_life": pd.Timedelta("4h"), "hurdle": True,
+                "recent_window": pd.Timedelta("3h")},
+}
+
+
+def preset(name: str, step: pd.Timedelta) -> dict:
+    """UsageForecaster keyword arguments of a named preset on bins of width `step`."""
+    if name not in PRESETS:
+        raise ValueError(f"unknown usage preset {name!r} (known: {', '.join(PRESETS)})")
+    return {k: (max(1, int(round(v / step))) if isinstance(v, pd.Timedelta) else v)
+            for k, v in PRESETS[name].items()}
 
 
 class UsageForecaster:

@@ -46,16 +46,20 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
              y_max: float = typer.Option(None, "--y-max", help="Physical upper bound of the "
                                          "metric (100 for a duty cycle in %); default: the "
                                          "largest training value."),
-             fleet: bool = typer.Option(False, "--fleet", help="Add the fleet's recent mean "
-                                        "level (every series in the file) as features."),
+             preset_name: str = typer.Option("serving", "--preset", help="Model settings: "
+                                              "serving (chosen on real serving telemetry) "
+                                              "or plain; the options below override it."),
+             fleet: bool = typer.Option(None, "--fleet/--no-fleet", help="Add the fleet's "
+                                        "recent mean level (every series in the file) as "
+                                        "features."),
              half_life: float = typer.Option(None, "--half-life", help="Weight training "
                                              "origins by recency, half-life in bins."),
              time_of_day: bool = typer.Option(False, "--time-of-day", help="Add the origin's"
                                               " time of day as a feature."),
-             hurdle: bool = typer.Option(False, "--hurdle/--no-hurdle", help="Serve the last "
+             hurdle: bool = typer.Option(None, "--hurdle/--no-hurdle", help="Serve the last "
                                          "value where a classifier says the next horizon "
                                          "will not move (flat memory, idle pods)."),
-             recent_window: int = typer.Option(0, "--recent-window", help="Re-pick the served"
+             recent_window: int = typer.Option(None, "--recent-window", help="Re-pick the served"
                                                " predictor at each origin by its error over "
                                                "this many bins of ended horizons (0: off)."),
              save: Path = typer.Option(None, "--save", help="Also save the fitted model "
@@ -65,9 +69,9 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     With phases, the pod's current phase (of the last bin before each origin) is a feature.
     The `model` column names what is served per series: the model, or the baseline it did not
     beat on the validation tail of the training window."""
-    from features.demand_series import horizon_bins, read_series_csv, regularize
+    from features.demand_series import horizon_bins, parse_freq, read_series_csv, regularize
     from features.usage_series import attach_phases, read_phases
-    from forecaster.usage.model import UsageForecaster
+    from forecaster.usage.model import UsageForecaster, preset
 
     if agg != "mean":
         raise ForesightError("usage backtest forecasts levels: only --agg mean is supported")
@@ -76,7 +80,7 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"bad --y-max {y_max}: must be > 0")
     if half_life is not None and not half_life > 0:
         raise ForesightError(f"bad --half-life {half_life}: must be > 0 bins")
-    if recent_window < 0:
+    if recent_window is not None and recent_window < 0:
         raise ForesightError(f"bad --recent-window {recent_window}: must be >= 0 bins")
     try:
         start = pd.Timestamp(test_start)
@@ -93,9 +97,16 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"--test-start {start} must fall inside the series "
                              f"({df['ds'].min()} .. {df['ds'].max()})")
     try:
-        model = UsageForecaster(horizon=H, y_max=y_max, fleet=fleet, half_life=half_life,
-                                time_of_day=time_of_day, hurdle=hurdle,
-                                recent_window=recent_window or None).fit(train)
+        kw = preset(preset_name, parse_freq(freq))
+    except ValueError as exc:
+        raise ForesightError(f"bad --preset: {exc}") from None
+    given = {"fleet": fleet, "half_life": half_life, "hurdle": hurdle,
+             "recent_window": recent_window}
+    kw.update({k: v for k, v in given.items() if v is not None})
+    kw["recent_window"] = kw.get("recent_window") or None  # 0: off
+    try:
+        model = UsageForecaster(horizon=H, y_max=y_max, time_of_day=time_of_day,
+                                **kw).fit(train)
     except ValueError as exc:
         raise ForesightError(f"cannot fit: {exc}") from None
     pred = model.predict_origins(df, start)
@@ -106,6 +117,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     if save is not None:
         model.save(save)
     console.print(served_table(pred, model, horizon))
+    console.print(f"settings: preset {preset_name}" + "".join(
+        f", {k} {v}" for k, v in kw.items()))
     console.print(f"served overall: {model.served_} (chosen on the validation tail of the "
                   "training window; per series and origin in the `model` column)")
     if model.recent_window:

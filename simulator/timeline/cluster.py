@@ -21,7 +21,8 @@ class TimelineCluster(Cluster):
         self.empty_version = 0  # bumped when a node turns empty or stops being empty
         # running totals, so that the whole-cluster aggregates cost O(1) per decision
         self._hist = np.bincount(self.whole, minlength=self.shape[1] + 1).tolist()
-        self._mf_hist = np.bincount(self.maxfree, minlength=MILLI + 1)
+        self._mf_hist = np.bincount(self.maxfree, minlength=MILLI + 1).tolist()
+        self._mf_top = int(self.maxfree.max())  # largest free share on any node
         self._whole_sum = int(self.whole.sum())
         self._milli_sum = int(self.node_free.sum())
         self._every: Aggregates | None = None
@@ -40,6 +41,10 @@ class TimelineCluster(Cluster):
         self._hist[w] += 1
         self._mf_hist[old_mf] -= 1
         self._mf_hist[mf] += 1
+        if mf > self._mf_top:
+            self._mf_top = mf
+        while self._mf_top > 0 and not self._mf_hist[self._mf_top]:
+            self._mf_top -= 1
         self._whole_sum += w - old_w
         self._milli_sum += free - old_free
         self._every = None
@@ -73,7 +78,7 @@ class TimelineCluster(Cluster):
                     acc += self._hist[g]
                     ge[g] = acc
                 ge += [0] * max(0, 9 - len(ge))
-                self._every = Aggregates(ge, int(np.flatnonzero(self._mf_hist)[-1]),
+                self._every = Aggregates(ge, self._mf_top,
                                          self._whole_sum, self._milli_sum)
             return self._every
         w = self.whole if allowed is None else self.whole[allowed]
@@ -103,7 +108,7 @@ class TimelineCluster(Cluster):
         ge_off, mf, at, whole, milli = self._gone
         top = every.maxfree
         if self._mf_hist[top] <= at.get(top, 0):  # every node at the top is excluded
-            h = self._mf_hist.copy()
+            h = np.array(self._mf_hist)
             np.subtract.at(h, mf, 1)
             nz = np.flatnonzero(h)
             top = int(nz[-1]) if len(nz) else 0

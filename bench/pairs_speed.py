@@ -57,6 +57,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", nargs="+", default=["4x16", "8x64@300"])
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--categorical", action="store_true",
+                    help="give the new builder the label columns as categoricals, as the "
+                         "training job reads them from Parquet dictionaries (the old builder "
+                         "keeps the strings it was given before)")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "pairs_speed.md"))
     args = ap.parse_args()
     ref = reference_module()
     rows = []
@@ -66,9 +71,12 @@ def main() -> None:
         h = sources.synthetic(seed=0, days=float(days), nodes=int(nodes),
                               step_s=float(step or 30))
         kw = dict(gpu_sharing=h.gpu_sharing or None, gpu_model=h.gpu_model)
+        new_in = h.samples.astype({c: "category" for c in ("node", "gpu", "uuid", "namespace",
+                                                           "pod", "metric")}) \
+            if args.categorical else h.samples
         new_t, old_t = [], []
         for _ in range(args.runs):
-            (p_new, _), w, c = timed(build_pair_table, h.samples, h.pods, **kw)
+            (p_new, _), w, c = timed(build_pair_table, new_in, h.pods, **kw)
             new_t.append((w, c))
             (p_old, _), w, c = timed(ref.build_pair_table, h.samples, h.pods, **kw)
             old_t.append((w, c))
@@ -89,13 +97,16 @@ def main() -> None:
                      "speedup": med(old_t, 0) / med(new_t, 0),
                      "speedup_cpu": med(old_t, 1) / med(new_t, 1)})
         print(rows[-1], flush=True)
-    out = ROOT / "bench" / "results" / "pairs_speed.md"
+    out = Path(args.out)
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                          text=True).stdout.strip()
     out.write_text(
         "# Pair-table build: vectorized vs the per-episode builder (same process, same input)\n\n"
-        f"- command: `nice .venv/bin/python bench/pairs_speed.py --sizes {' '.join(args.sizes)}"
-        f" --runs {args.runs}`\n- machine: {machine()}\n"
+        f"- command: `nice .venv/bin/python bench/pairs_speed.py {' '.join(sys.argv[1:])}`"
+        f"\n- machine: {machine()}\n"
+        + ("- new builder input: label columns as categoricals (Parquet dictionaries, as the "
+           "training job reads partitions); old builder: the strings of the in-memory table\n"
+           if args.categorical else "") +
         f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; git {rev}; reference: "
         f"`features/pairs.py` at git {REFERENCE_REV}, loaded from git\n"
         f"- input: `training.sources.synthetic(seed=0, days, nodes, step_s)`, 4 GPUs per node"

@@ -10,8 +10,9 @@ from typing import Callable
 import pandas as pd
 
 from features import schema
-from features.catalog import DEFAULT_GPU_METRICS, LabelConfig, gpu_metric
-from features.ingest_store import atomic_parquet, partition_files, read_partitioned_samples
+from features.catalog import LabelConfig
+from features.ingest_store import (absent_metrics, atomic_parquet, metric_names, partition_files,
+                                   read_partitioned_samples)
 from features.prometheus import PrometheusSource
 from features.telemetry import (gpu_samples_from_frame, pods_from_source,
                                 queue_samples_from_source)
@@ -60,12 +61,9 @@ def ingest(source: PrometheusSource, start: datetime, end: datetime, *, step_s: 
     labels = labels or LabelConfig()
     if end <= start:
         raise ForesightError(f"empty time range: start {start.isoformat()} is not before end {end.isoformat()}")
-    explicit = metrics is not None
-    names = tuple(metrics) if explicit else DEFAULT_GPU_METRICS
-    for name in names:
-        gpu_metric(name)
+    names, explicit = metric_names(metrics)
     source.check()
-    frames, missing = [], []
+    frames, seen = [], {}
     for name in names:
         if progress:
             progress(name)
@@ -75,12 +73,10 @@ def ingest(source: PrometheusSource, start: datetime, end: datetime, *, step_s: 
                 source.require(name, start, end)  # raises with the precise message
                 raise MetricMissing(f"metric {name} has no samples between {start.isoformat()} and "
                                     f"{end.isoformat()} at step {step_s:g}s")
-            missing.append(name)
             continue
+        seen[name] = True
         frames.append(gpu_samples_from_frame(df, name, labels))
-    if not frames:
-        raise MetricMissing(f"none of the GPU metrics {', '.join(names)} has samples between "
-                            f"{start.isoformat()} and {end.isoformat()} at {source.url}: is dcgm-exporter scraped?")
+    missing = absent_metrics(names, seen, source, start, end)
     if progress:
         progress("pods")
     pods = pods_from_source(source, start, end, labels)

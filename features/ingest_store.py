@@ -72,6 +72,28 @@ def atomic_parquet(df: pd.DataFrame, target: Path) -> None:
             os.unlink(tmp)
 
 
+def metric_names(metrics: tuple[str, ...] | None) -> tuple[tuple[str, ...], bool]:
+    """The metrics a pull reads (the explicit ones, or the default set) and whether they were
+    named explicitly; an unknown name is an error before anything is read."""
+    explicit = metrics is not None
+    names = tuple(metrics) if explicit else DEFAULT_GPU_METRICS
+    for name in names:
+        gpu_metric(name)
+    return names, explicit
+
+
+def absent_metrics(names: tuple[str, ...], seen: dict[str, bool], source, start: datetime,
+                   end: datetime) -> list[str]:
+    """Metrics of the pull without a single sample (from the default set they are listed:
+    profiling metrics are often disabled); none at all is an error."""
+    missing = [n for n in names if not seen.get(n)]
+    if len(missing) == len(names):
+        raise MetricMissing(f"none of the GPU metrics {', '.join(names)} has samples between "
+                            f"{start.isoformat()} and {end.isoformat()} at {source.url}: "
+                            "is dcgm-exporter scraped?")
+    return missing
+
+
 def _manifest(start: datetime, end: datetime, step_s: float, metrics: tuple[str, ...],
               explicit: bool, labels: LabelConfig) -> dict:
     return {"start": start.isoformat(), "end": end.isoformat(), "step_s": step_s,
@@ -116,10 +138,7 @@ def ingest_to_dir(source, start: datetime, end: datetime, out: str | Path, *,
     if end <= start:
         raise ForesightError(f"empty time range: start {start.isoformat()} is not before "
                              f"end {end.isoformat()}")
-    explicit = metrics is not None
-    names = tuple(metrics) if explicit else DEFAULT_GPU_METRICS
-    for name in names:
-        gpu_metric(name)
+    names, explicit = metric_names(metrics)
     root = Path(out)
     # whole seconds: the grid the API client sends (it rounds times to seconds) is this one
     start, end = start.replace(microsecond=0), end.replace(microsecond=0)
@@ -149,11 +168,7 @@ def ingest_to_dir(source, start: datetime, end: datetime, out: str | Path, *,
         seen[name] |= len(got) > 0
         if progress:
             progress(i + 1, len(parts), rows, f"{day} {name}")
-    missing = [n for n, ok in seen.items() if not ok]
-    if len(missing) == len(names):
-        raise MetricMissing(f"none of the GPU metrics {', '.join(names)} has samples between "
-                            f"{start.isoformat()} and {end.isoformat()} at {source.url}: "
-                            "is dcgm-exporter scraped?")
+    missing = absent_metrics(names, seen, source, start, end)
     pods = pods_from_source(source, start, end, labels)
     queues = queue_samples_from_source(source, start, end, max(step_s, 60.0), labels)
     atomic_parquet(pods, root / "pods.parquet")

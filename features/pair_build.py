@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from features.schema import has_pod
+
 #: dcgm-exporter metric -> (solo feature, scale applied to the sample value).
 TELEMETRY_FEATURES = {
     "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0), "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 1.0),
@@ -46,17 +48,27 @@ def build_pair_table(samples: pd.DataFrame, pods: pd.DataFrame, *,
     device plugin's sharing strategy; default timeslice). Returns (pairs, episodes) with the
     same index; `episodes` names pods, start, end and step count of each row.
     """
-    s = samples[samples["pod"].astype(str) != ""]
-    ts_dtype = s["ts"].dtype
-    c = _Codes.of(s)
-    feats = _solo_features(c, s["value"].to_numpy(dtype=float))
-    rate = _progress_rates(c, s["value"].to_numpy(dtype=float), progress_metric)
-    ref = _solo_rates(rate, c)
-    wl = pods.assign(key=pods["namespace"].astype(str) + "/" + pods["pod"].astype(str)
-                     ).drop_duplicates("key").set_index("key")["workload"].astype(str)
-    ref = _fill_by_workload(ref.to_frame("ref"), wl)["ref"]
-    feats = _fill_by_workload(feats, wl)
+    part = pair_parts(samples, gpu_sharing=gpu_sharing, progress_metric=progress_metric,
+                      min_steps=min_steps)
+    return finish_pairs([part], pods, gpu_model=gpu_model)
 
+
+def pair_parts(samples: pd.DataFrame, *, gpu_sharing: dict[str, str] | None = None,
+               progress_metric: str = PROGRESS_METRIC, min_steps: int = 4,
+               step_ns: int | None = None) -> dict | None:
+    """What one node group's samples say, before the workload medians that need every pod:
+    per pod its solo features, solo rate and GPU count; per episode its pods, span and each
+    side's steady rate (None when no pod ran). A pod runs on one node, so the samples of any
+    set of whole nodes give exactly their pods' parts (features.sample_store)."""
+    s = samples[has_pod(samples["pod"])]
+    if s.empty:
+        return None
+    ts_dtype = s["ts"].dtype
+    c = _Codes.of(s, step_ns)
+    value = s["value"].to_numpy(dtype=float)
+    out = {"feats": _solo_features(c, value), "n_gpus": c.gpus_per_pod()}
+    rate = _progress_rates(c, value, progress_metric)
+    out["ref"] = _solo_rates(rate, c)
     st = _colocation_steps(c, gpu_sharing or {})
     t = c.ts_all[st["step"]]
     grp = np.stack([st["a"], st["b"], st["mode"]])
@@ -64,41 +76,71 @@ def build_pair_table(samples: pd.DataFrame, pods: pd.DataFrame, *,
     ep = np.cumsum(new) - 1
     size = np.bincount(ep)
     keep = size[ep] >= min_steps
-    if not keep.any():
-        return pd.DataFrame(), pd.DataFrame()
     first = np.flatnonzero(new & keep)  # episodes are contiguous runs of rows
     last = np.flatnonzero(np.r_[new[1:], True] & keep)
     a, b = c.names[st["a"][first]], c.names[st["b"][first]]
-    mode = np.asarray(SHARING_ORDER)[st["mode"][first]]
+    eps = pd.DataFrame({"a_pod": a, "b_pod": b,
+                        "sharing": np.asarray(SHARING_ORDER)[st["mode"][first]],
+                        "start": _as_ts(t[first], ts_dtype),
+                        "end": _as_ts(t[last] + c.step, ts_dtype),
+                        "n_steps": size[ep[first]]})
+    steady = _episode_rates(st, ep, keep, rate, c, min_steps)
+    for side in ("a", "b"):
+        eps[f"{side}_steady"] = steady[side].reindex(ep[first]).to_numpy()
+    out["episodes"] = eps
+    return out
+
+
+def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str | None = None
+                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pair table from the node groups' parts: pods lacking a solo value take their
+    workload's median over every group, speeds are steady rates over solo rates, and rows
+    come in the order of the one-table builder (pod a, pod b, sharing, start)."""
+    parts = [p for p in parts if p is not None]
+    eps = pd.concat([p["episodes"] for p in parts], ignore_index=True) if parts else \
+        pd.DataFrame()
+    if eps.empty:
+        return pd.DataFrame(), pd.DataFrame()
+    # SHARING_ORDER is alphabetical: sorting the names sorts the codes
+    eps = eps.sort_values(["a_pod", "b_pod", "sharing", "start"], kind="mergesort",
+                          ignore_index=True)
+    one = lambda x: x[~x.index.duplicated()]  # noqa: E731  (a pod is on one node)
+    feats = one(pd.concat([p["feats"] for p in parts]))
+    feats = feats[[TELEMETRY_FEATURES[m][0] for m in sorted(TELEMETRY_FEATURES)
+                   if TELEMETRY_FEATURES[m][0] in feats.columns]]
+    ref = one(pd.concat([p["ref"] for p in parts]))
+    n_gpus = one(pd.concat([p["n_gpus"] for p in parts]))
+    wl = pods.assign(key=pods["namespace"].astype(str) + "/" + pods["pod"].astype(str)
+                     ).drop_duplicates("key").set_index("key")["workload"].astype(str)
+    ref = _fill_by_workload(ref.to_frame("ref"), wl)["ref"]
+    feats = _fill_by_workload(feats, wl)
+    a, b = eps["a_pod"].to_numpy(), eps["b_pod"].to_numpy()
     cols: dict[str, object] = {"a_workload": wl.reindex(a).fillna("").to_numpy(),
                                "b_workload": wl.reindex(b).fillna("").to_numpy(),
-                               "sharing": mode}
-    speeds = _episode_speeds(st, ep, keep, rate, ref, c, min_steps)
-    n_gpus = c.gpus_per_pod()
+                               "sharing": eps["sharing"].to_numpy()}
     for side, k in (("a", a), ("b", b)):
-        cols[f"{side}_speed"] = speeds[side].reindex(ep[first]).to_numpy()
+        base = ref.reindex(k).to_numpy()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cols[f"{side}_speed"] = np.clip(eps[f"{side}_steady"].to_numpy() / base, 1e-3, 2.0)
         f = feats.reindex(k)
         for col in feats.columns:
             cols[f"{side}_{col}"] = f[col].to_numpy()
         cols[f"{side}_gpu_count"] = n_gpus.reindex(k).to_numpy(dtype=float)
     if gpu_model:
         cols["gpu_model"] = gpu_model
-    meta = pd.DataFrame({"a_pod": a, "b_pod": b, "sharing": mode,
-                         "start": _as_ts(t[first], ts_dtype),
-                         "end": _as_ts(t[last] + c.step, ts_dtype),
-                         "n_steps": size[ep[first]]})
-    return pd.DataFrame(cols), meta
+    return pd.DataFrame(cols), eps.drop(columns=["a_steady", "b_steady"])
 
 
 class _Codes:
     """Integer codes of every sample row: step, pod, GPU, node, metric."""
 
     @classmethod
-    def of(cls, s: pd.DataFrame) -> "_Codes":
+    def of(cls, s: pd.DataFrame, step_ns: int | None = None) -> "_Codes":
         c = cls()
         ns = pd.to_datetime(s["ts"], utc=True).dt.as_unit("ns").astype("int64").to_numpy()
         c.ts_all = np.unique(ns)
-        c.step = int(np.median(np.diff(c.ts_all))) if len(c.ts_all) > 1 else int(30e9)
+        c.step = step_ns or (int(np.median(np.diff(c.ts_all))) if len(c.ts_all) > 1
+                             else int(30e9))
         c.t = np.searchsorted(c.ts_all, ns).astype(np.int64)
         c.key, c.names = _pod_codes(s)
         c.gpu, gpu_names = pd.factorize(_text(s["uuid"]))
@@ -266,9 +308,10 @@ def _fill_by_workload(df: pd.DataFrame, wl: pd.Series) -> pd.DataFrame:
     return out.fillna(by)
 
 
-def _episode_speeds(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFrame,
-                    ref: pd.Series, c: _Codes, min_steps: int) -> dict[str, pd.Series]:
-    """Per side, episode -> steady rate during the episode over the pod's solo rate."""
+def _episode_rates(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFrame,
+                   c: _Codes, min_steps: int) -> dict[str, pd.Series]:
+    """Per side, episode -> steady rate of the side's counter during the episode (episodes
+    with too few measured steps left out); finish_pairs divides it by the solo rate."""
     # the rate at an episode's first step covers the interval before the episode began
     inner = keep & np.r_[False, ep[1:] == ep[:-1]]
     rid = rate["key"].to_numpy() * len(c.ts_all) + rate["step"].to_numpy()  # sorted, unique
@@ -279,15 +322,10 @@ def _episode_speeds(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFra
         i = np.minimum(np.searchsorted(rid, want), max(len(rid) - 1, 0))
         hit = (rid[i] == want) if len(rid) else np.zeros(len(want), dtype=bool)
         r = rate.iloc[i[hit]].reset_index(drop=True)
-        e, kk = ep[inner][hit], k[hit]
+        e = ep[inner][hit]
         pos = r["rate"].to_numpy() > 0
-        r, e, kk = r[pos], e[pos], kk[pos]
+        r, e = r[pos], e[pos]
         cnt = pd.Series(e).value_counts()
         steady = _steady_rates(r, e)
-        pod = pd.Series(kk).groupby(e).first()
-        base = ref.reindex(c.names[pod.to_numpy()]).to_numpy()
-        sp = pd.Series(np.clip(steady.reindex(pod.index).to_numpy() / base, 1e-3, 2.0),
-                       index=pod.index)
-        out[side] = sp[(cnt.reindex(pod.index) >= max(2, min_steps // 2)).to_numpy()
-                       & np.isfinite(base)]
+        out[side] = steady[(cnt.reindex(steady.index) >= max(2, min_steps // 2)).to_numpy()]
     return out

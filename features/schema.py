@@ -67,3 +67,19 @@ def _strings(values: pd.Series) -> pd.Series:
 def empty(columns: list[str]) -> pd.DataFrame:
     """An empty table with the contract's columns and dtypes."""
     return conform(pd.DataFrame(columns=columns), columns)
+
+
+def equals_mask(col: pd.Series, value: str) -> "np.ndarray":
+    """`col.astype(str) == value` as a boolean array; on categoricals (Parquet dictionary
+    columns) compared once per level and spread by code, not once per row."""
+    import numpy as np
+
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        hit = np.r_[np.asarray(col.cat.categories.astype(str)) == value, value == ""]
+        return hit[col.cat.codes.to_numpy()]  # code -1 (missing) reads as ""
+    return (col.astype(str) == value).to_numpy()
+
+
+def has_pod(col: pd.Series) -> "np.ndarray":
+    """Rows that carry a pod (a non-empty `pod` label)."""
+    return ~equals_mask(col, "")

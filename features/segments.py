@@ -48,6 +48,15 @@ class WideSeries:
         df.insert(0, "ts", pd.to_datetime(t, utc=True))
         return df
 
+    def subset(self, keep: np.ndarray) -> "WideSeries":
+        """The series where `keep` (one bool per series) is true, in the same order."""
+        ks = np.flatnonzero(keep)
+        lens = np.diff(self.offsets)[ks]
+        off = np.r_[0, np.cumsum(lens)].astype(np.int64)
+        rows = np.arange(off[-1]) - np.repeat(off[:-1], lens) + np.repeat(self.offsets[ks], lens)
+        return WideSeries(self.keys.iloc[ks].reset_index(drop=True), off, self.ts[rows],
+                          self.values[rows], list(self.columns))
+
     def find(self, pod: str, namespace: str | None = None) -> list[int]:
         m = self.keys["pod"] == pod
         if namespace is not None:
@@ -128,6 +137,38 @@ def wide_series(samples: pd.DataFrame, metrics: dict[str, str] | None = None) ->
                          for c, codes_, cats_ in zip(KEY_COLUMNS, codes, cats)})
     return WideSeries(keys, offsets.astype(np.int64), (urow % span) * 1_000_000 + t0, values,
                       present)
+
+
+def concat_series(parts: list[WideSeries]) -> WideSeries:
+    """One WideSeries from the series of several (e.g. node groups'), ordered by key as
+    wide_series orders the series of one table of strings. Empties `parts` as it copies, so
+    the copy is the only one held at the end."""
+    src, parts = parts, [p for p in parts if len(p)]
+    src.clear()  # the caller's list too: each part is freed once copied
+    cols = [k for k in SERIES_METRICS if any(k in p.columns for p in parts)]
+    if not parts:
+        return WideSeries(pd.DataFrame(columns=KEY_COLUMNS), np.zeros(1, np.int64),
+                          np.zeros(0, np.int64), np.zeros((0, len(cols))), cols)
+    keys = pd.concat([p.keys.astype(str) for p in parts], ignore_index=True)
+    lens = np.concatenate([np.diff(p.offsets) for p in parts])
+    order = keys.sort_values(KEY_COLUMNS, kind="mergesort").index.to_numpy()
+    off = np.r_[0, np.cumsum(lens[order])].astype(np.int64)
+    dest_start = np.empty(len(keys), np.int64)
+    dest_start[order] = off[:-1]  # where each input series lands
+    ts = np.empty(off[-1], np.int64)
+    values = np.full((off[-1], len(cols)), np.nan)
+    k0 = 0
+    while parts:
+        p = parts.pop(0)
+        n = len(p)
+        pl = np.diff(p.offsets)
+        dest = np.arange(p.offsets[-1]) - np.repeat(p.offsets[:-1], pl) + \
+            np.repeat(dest_start[k0:k0 + n], pl)
+        ts[dest] = p.ts
+        for j, c in enumerate(p.columns):
+            values[dest, cols.index(c)] = p.values[:, j]
+        k0 += n
+    return WideSeries(keys.iloc[order].reset_index(drop=True), off, ts, values, cols)
 
 
 def truth_labels(ws: WideSeries, phases: pd.DataFrame, k: int) -> np.ndarray:

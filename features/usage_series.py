@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 
 from features.demand_series import parse_freq, regularize
-from features.schema import LONG_COLUMNS
+from features.schema import LONG_COLUMNS, equals_mask, has_pod
+from features.segments import to_ns
 from foresight.errors import ForesightError
 
 USAGE_METRICS = {"sm": "DCGM_FI_PROF_SM_ACTIVE", "fb": "DCGM_FI_DEV_FB_USED",
@@ -25,15 +26,26 @@ def usage_long(samples: pd.DataFrame, metric: str = "sm", freq: str = "1min") ->
     """Mean of `metric` (a short name of USAGE_METRICS or a DCGM name) per bin per (pod, GPU)."""
     name = USAGE_METRICS.get(metric, metric)
     step = parse_freq(freq)
-    s = samples[(samples["metric"].astype(str) == name) & (samples["pod"].astype(str) != "")]
+    s = samples[equals_mask(samples["metric"], name) & has_pod(samples["pod"])]
     if s.empty:
         raise ForesightError(f"no samples of {name} with a pod label")
-    uid = (s["namespace"].astype(str) + "/" + s["pod"].astype(str) + "/" +
-           s["node"].astype(str) + "/" + s["gpu"].astype(str))
-    d = pd.DataFrame({"unique_id": uid.to_numpy(),
-                      "ds": pd.to_datetime(s["ts"], utc=True).dt.floor(step).to_numpy(),
-                      "y": s["value"].to_numpy(dtype=float)})
-    d = d.groupby(["unique_id", "ds"], sort=True)["y"].mean().reset_index()
+    # integer series ids and bin numbers: string keys per row dominate at tens of millions
+    keys = ["namespace", "pod", "node", "gpu"]
+    sid = s.groupby(keys, sort=False, observed=True).ngroup().to_numpy()
+    first = np.zeros(sid.max() + 1, dtype=np.int64)
+    first[sid[::-1]] = np.arange(len(sid))[::-1]
+    k = s.iloc[first]
+    uid = (k["namespace"].astype(str) + "/" + k["pod"].astype(str) + "/" +
+           k["node"].astype(str) + "/" + k["gpu"].astype(str)).to_numpy()
+    width = int(step.value)
+    b = to_ns(s["ts"]) // width
+    lo = int(b.min())
+    span = int(b.max()) - lo + 1
+    u, inv = np.unique(sid * span + (b - lo), return_inverse=True)
+    y = np.bincount(inv, weights=s["value"].to_numpy(dtype=float)) / np.bincount(inv)
+    d = pd.DataFrame({"unique_id": uid[u // span],
+                      "ds": pd.to_datetime((u % span + lo) * width, unit="ns", utc=True),
+                      "y": y})
     # a pod's series ends when it ends: no fill past its last sample
     return regularize(d, freq, agg="mean")[LONG_COLUMNS]
 

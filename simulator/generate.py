@@ -29,22 +29,24 @@ def _names(cfg: SimConfig, pods: list) -> tuple[list, list, list, list]:
     return nodes, uuids, ns, names
 
 
-def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
-    """(gpu, step, pod) of every sample row: one per attached pod, or pod -1 when idle."""
+def _sample_rows(cfg: SimConfig, pods: list, n_steps: int, lo: int = 0, hi: int | None = None):
+    """(gpu, step, pod) of every sample row of steps [lo, hi): one per attached pod, or pod
+    -1 when idle."""
+    hi = n_steps if hi is None else hi
     att_gpu, att_i0, att_i1, att_pod, att_first = [], [], [], [], []
     for p in pods:
         if np.isnan(p.started):
             continue
         stop = p.finished if not np.isnan(p.finished) else cfg.duration_s
-        i0 = int(np.clip(np.ceil(p.started / cfg.step_s), 0, n_steps))
-        i1 = int(np.clip(np.ceil(stop / cfg.step_s), 0, n_steps))
+        i0 = int(np.clip(np.ceil(p.started / cfg.step_s), lo, hi)) - lo
+        i1 = int(np.clip(np.ceil(stop / cfg.step_s), lo, hi)) - lo
         for k, g in enumerate(p.gpus):
             if i1 > i0:
                 att_gpu.append(g), att_i0.append(i0), att_i1.append(i1)
                 att_pod.append(p.pid), att_first.append(k == 0)
     att_gpu, att_i0, att_i1 = (np.asarray(x, dtype=np.int64) for x in (att_gpu, att_i0, att_i1))
     lens = att_i1 - att_i0
-    count = np.zeros((cfg.n_gpus, n_steps + 1), dtype=np.int64)
+    count = np.zeros((cfg.n_gpus, hi - lo + 1), dtype=np.int64)
     np.add.at(count, (att_gpu, att_i0), 1)
     np.add.at(count, (att_gpu, att_i1), -1)
     busy = np.cumsum(count[:, :-1], axis=1) > 0
@@ -52,7 +54,7 @@ def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
     step = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens) + \
         np.repeat(att_i0, lens)
     gpu = np.concatenate([idle_g, np.repeat(att_gpu, lens)])
-    idx = np.concatenate([idle_i, step])
+    idx = np.concatenate([idle_i, step]) + lo
     pod = np.concatenate([np.full(len(idle_g), -1),
                           np.repeat(np.asarray(att_pod, dtype=np.int64), lens)])
     first = np.concatenate([np.zeros(len(idle_g), bool),
@@ -62,40 +64,42 @@ def _sample_rows(cfg: SimConfig, pods: list, n_steps: int):
 
 
 def _samples(cfg, pods, grids, seg, n_steps) -> pd.DataFrame:
+    return pd.concat([df for _, df in metric_frames(cfg, pods, grids, seg, n_steps)],
+                     ignore_index=True)
+
+
+def metric_frames(cfg, pods, grids, seg, n_steps, lo: int = 0, hi: int | None = None):
+    """(metric, samples of steps [lo, hi)) per metric, in the samples table's order; the
+    string columns are categoricals with the same levels in every frame."""
     nodes, uuids, ns, names = _names(cfg, pods)
-    gpu, idx, pod, first = _sample_rows(cfg, pods, n_steps)
-    parts = []
-    for metric in cfg.metric_names():
+    gpu, idx, pod, first = _sample_rows(cfg, pods, n_steps, lo, hi)
+    metrics = cfg.metric_names()
+    pod_levels = [""] + names
+    ns_levels = sorted(set(ns)) + [""]
+    ns_of_pod = np.asarray([ns_levels.index(x) for x in ns] + [len(ns_levels) - 1])
+    step_ns = int(round(cfg.step_s * 1e9))
+    for k, metric in enumerate(metrics):
         if metric == APP_ITERATIONS:
             m = first & (pod >= 0)
             m[m] = np.asarray([pods[q].workload for q in pod[m]]) != "llm-serving"
             m[m] &= np.asarray([pods[q].workload for q in pod[m]]) != "notebook"
-            values = _iterations(seg, pod[m], idx[m] * cfg.step_s)
-            parts.append((metric, gpu[m], idx[m], pod[m], values))
+            g, i, q = gpu[m], idx[m], pod[m]
+            values = _iterations(seg, q, i * cfg.step_s)
         else:
-            parts.append((metric, gpu, idx, pod, grids[METRIC_GRID[metric]][gpu, idx]))
-    g = np.concatenate([p[1] for p in parts])
-    i = np.concatenate([p[2] for p in parts])
-    q = np.concatenate([p[3] for p in parts])
-    metric_codes = np.concatenate([np.full(len(p[1]), k) for k, p in enumerate(parts)])
-    pod_cat = pd.Categorical.from_codes(q + 1, [""] + names) if len(names) else \
-        pd.Categorical.from_codes(q + 1, [""])
-    ns_levels = sorted(set(ns)) + [""]
-    ns_of_pod = np.asarray([ns_levels.index(x) for x in ns] + [len(ns_levels) - 1])
-    step_ns = int(round(cfg.step_s * 1e9))
-    ts = pd.to_datetime(cfg.start.value + i.astype(np.int64) * step_ns, unit="ns", utc=True)
-    df = pd.DataFrame({
-        "ts": ts,
-        "node": pd.Categorical.from_codes(g // cfg.gpus_per_node, nodes),
-        "gpu": pd.Categorical.from_codes(g % cfg.gpus_per_node,
-                                         [str(k) for k in range(cfg.gpus_per_node)]),
-        "uuid": pd.Categorical.from_codes(g, uuids),
-        "namespace": pd.Categorical.from_codes(ns_of_pod[q], ns_levels),  # q=-1: ""
-        "pod": pod_cat,
-        "metric": pd.Categorical.from_codes(metric_codes, [p[0] for p in parts]),
-        "value": np.concatenate([p[4] for p in parts]).astype(float),
-    })
-    return df
+            g, i, q = gpu, idx, pod
+            values = grids[METRIC_GRID[metric]][g, i]
+        yield metric, pd.DataFrame({
+            "ts": pd.to_datetime(cfg.start.value + i.astype(np.int64) * step_ns, unit="ns",
+                                 utc=True),
+            "node": pd.Categorical.from_codes(g // cfg.gpus_per_node, nodes),
+            "gpu": pd.Categorical.from_codes(g % cfg.gpus_per_node,
+                                             [str(x) for x in range(cfg.gpus_per_node)]),
+            "uuid": pd.Categorical.from_codes(g, uuids),
+            "namespace": pd.Categorical.from_codes(ns_of_pod[q], ns_levels),  # q=-1: ""
+            "pod": pd.Categorical.from_codes(q + 1, pod_levels),
+            "metric": pd.Categorical.from_codes(np.full(len(g), k), metrics),
+            "value": np.asarray(values, dtype=float),
+        })
 
 
 def _iterations(seg, pod: np.ndarray, t: np.ndarray) -> np.ndarray:
@@ -137,9 +141,8 @@ def _queues(cfg: SimConfig, pods: list, n_steps: int) -> pd.DataFrame:
     return conform(pd.concat(frames, ignore_index=True), QUEUE_SAMPLE_COLUMNS)
 
 
-def generate_cluster(config: SimConfig) -> SyntheticCluster:
-    """Generate a deterministic synthetic history of a GPU cluster (see simulator/README)."""
-    cfg = config
+def simulate(cfg: SimConfig) -> dict:
+    """Everything but the sample rows: pods, segments, health and the metric grids."""
     cfg.metric_names()  # validates `metrics` before any work
     spec = gpu_spec(cfg.gpu_model)
     root = np.random.SeedSequence(cfg.seed)
@@ -156,8 +159,12 @@ def generate_cluster(config: SimConfig) -> SyntheticCluster:
     hg["hw_slowdown"] = np.zeros((cfg.n_gpus, n_steps), dtype=bool)
     apply_health(health, n_steps, cfg.step_s, r_health, hg)
     grids = metric_grids(cfg, spec, pods, seg, hg, r_noise)
-    samples = conform(_samples(cfg, pods, grids, seg, n_steps), GPU_SAMPLE_COLUMNS)
+    return {"spec": spec, "sim": sim, "pods": pods, "seg": seg, "phase_rows": phase_rows,
+            "n_steps": n_steps, "health": health, "grids": grids}
 
+
+def pod_tables(cfg: SimConfig, pods: list) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The pods table and the pod labels of the pods visible in the window."""
     nodes, uuids, ns, names = _names(cfg, pods)
     visible = [p for p in pods if p.created < cfg.duration_s and
                (np.isnan(p.finished) or p.finished >= 0)]
@@ -181,6 +188,18 @@ def generate_cluster(config: SimConfig) -> SyntheticCluster:
             ("gpu-fraction", f"{p.milli / 1000:g}"),
             (BATCH_LABEL, f"{p.feats['batch_size']:g}"))],
         columns=["namespace", "pod", "label", "value"])
-    truth = build_truth(cfg, spec, sim, phase_rows, health, nodes, ns, names)
-    return SyntheticCluster(config=cfg, samples=samples, pods=conform(pod_df, POD_COLUMNS),
-                            pod_labels=labels, queues=_queues(cfg, pods, n_steps), truth=truth)
+    return conform(pod_df, POD_COLUMNS), labels
+
+
+def generate_cluster(config: SimConfig) -> SyntheticCluster:
+    """Generate a deterministic synthetic history of a GPU cluster (see simulator/README)."""
+    cfg = config
+    st = simulate(cfg)
+    pods, n_steps = st["pods"], st["n_steps"]
+    samples = conform(_samples(cfg, pods, st["grids"], st["seg"], n_steps), GPU_SAMPLE_COLUMNS)
+    nodes, uuids, ns, names = _names(cfg, pods)
+    pod_df, labels = pod_tables(cfg, pods)
+    truth = build_truth(cfg, st["spec"], st["sim"], st["phase_rows"], st["health"], nodes, ns,
+                        names)
+    return SyntheticCluster(config=cfg, samples=samples, pods=pod_df, pod_labels=labels,
+                            queues=_queues(cfg, pods, n_steps), truth=truth)

@@ -37,9 +37,11 @@ class HygieneReport:
         return {k: (list(v) if isinstance(v, list) else v) for k, v in self.__dict__.items()}
 
 
-def clean_samples(samples: pd.DataFrame, expected_metrics: list[str] | tuple[str, ...] = ()
-                  ) -> tuple[pd.DataFrame, HygieneReport]:
-    """Drop non-finite values and duplicates, correct counter resets, count missing series."""
+def clean_samples(samples: pd.DataFrame, expected_metrics: list[str] | tuple[str, ...] = (),
+                  present: set[str] | None = None) -> tuple[pd.DataFrame, HygieneReport]:
+    """Drop non-finite values and duplicates, correct counter resets, count missing series.
+    `present`: the metrics of the whole history when `samples` is one node group of it (a
+    gauge absent from the group is then missing there too)."""
     rep = HygieneReport(rows_in=len(samples))
     v = pd.to_numeric(samples["value"], errors="coerce").to_numpy(dtype=float)
     finite = np.isfinite(v)
@@ -57,7 +59,7 @@ def clean_samples(samples: pd.DataFrame, expected_metrics: list[str] | tuple[str
     if rep.duplicate_rows:
         s, sid, ts = s[~dup].reset_index(drop=True), sid[~dup], ts[~dup]
     metrics = s["metric"]
-    present = set(map(str, metrics.unique()))
+    present = set(map(str, metrics.unique())) if present is None else set(present)
     rep.missing_metrics = sorted(m for m in expected_metrics if m not in present)
 
     # Counter resets: a drop within one series; add the pre-drop value back from there on.
@@ -79,6 +81,7 @@ def clean_samples(samples: pd.DataFrame, expected_metrics: list[str] | tuple[str
     gauges = sorted(m for m in present if not is_counter(m))
     per_gpu = s.loc[~counters, ["uuid", "metric"]].drop_duplicates().groupby(
         "uuid", observed=True).size()
+    per_gpu = per_gpu[per_gpu > 0]  # categorical levels of GPUs with no row here
     rep.missing_series = int((len(gauges) - per_gpu).clip(lower=0).sum())
 
     # Gaps: steps missing in a GPU's metric (scrape failures, exporter down); per GPU, not per

@@ -48,11 +48,19 @@ class TrainConfig:
     usage_metric: str = "sm"
     usage_freq: str = "2min"
     usage_horizon: int = 5
+    #: the usage forecaster trains on at most this many bins (whole series drawn at random
+    #: with `seed`): one global model needs a fleet's variety, not every pod-minute; the
+    #: backtest still scores every series
+    usage_max_rows: int | None = 1_000_000
     dry_run: bool = False
     #: refuse a model that does not beat its best same-window baseline (off: only the
     #: comparison with the model in service gates)
     beat_baseline: bool = True
     dask_client: object | None = None
+    #: partitioned histories: GPUs per node group read at once (sets peak memory), and where
+    #: the regrouped samples go while the job runs (None: the system's temp directory)
+    group_gpus: int = 64
+    scratch: str | None = None
 
 
 @dataclass
@@ -89,8 +97,11 @@ def code_version() -> str:
 
 def data_hash(history: History) -> str:
     h = hashlib.sha256()
+    if history.store is not None:  # partitions: their bytes, read in blocks
+        h.update(history.store.digest().encode())
     for df in (history.samples, history.pods):
-        h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
+        if df is not None:
+            h.update(pd.util.hash_pandas_object(df, index=False).to_numpy().tobytes())
     return h.hexdigest()[:32]
 
 
@@ -132,7 +143,9 @@ def _service_metrics(reg: Registry, mod, test, train) -> tuple[str | None, dict,
 
 
 def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, manifest: dict,
-               on_step: Callable[[str], None]) -> KindResult:
+               on_step: Callable[[str], None],
+               build: Callable[[], object] | None = None) -> KindResult:
+    """`build`: the kind's data from the out-of-core features pass (else mod.prepare)."""
     mod = load_kind(name)
     res = KindResult(name, "skipped")
     cutoff = history.end - cfg.holdout
@@ -146,7 +159,7 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
 
     try:
         on_step("features")
-        data = mod.prepare(history, cfg)
+        data = build() if build is not None else mod.prepare(history, cfg)
         train, test = mod.split(data, cutoff)
         lap("features")
         on_step("fit")
@@ -232,13 +245,22 @@ def run(history: History, registry: str, cfg: TrainConfig,
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
     reg = Registry(registry)
-    on_step("data", "hygiene")
-    samples, hyg = clean_samples(history.samples, TRAINING_METRICS)
-    history.samples = samples
-    stages["hygiene"] = round(time.perf_counter() - t0, 3)
     if history.end - cfg.holdout <= history.start:
         raise ForesightError(f"history {history.start}..{history.end} is shorter than the "
                              f"backtest window {cfg.holdout}")
+    builds: dict = {}
+    if history.store is not None:  # partitioned: node group by node group (training.streaming)
+        from training.streaming import streamed_features
+
+        builds, hyg, passed = streamed_features(history, cfg, tuple(k for k in cfg.kinds
+                                                                    if k in KINDS),
+                                                lambda s: on_step("data", s))
+        stages.update(passed)
+    else:
+        on_step("data", "hygiene")
+        samples, hyg = clean_samples(history.samples, TRAINING_METRICS)
+        history.samples = samples
+        stages["hygiene"] = round(time.perf_counter() - t0, 3)
     t1 = time.perf_counter()
     manifest = {"training_window": {}, "data_hash": data_hash(history),
                 "code_version": code_version()}
@@ -248,7 +270,8 @@ def run(history: History, registry: str, cfg: TrainConfig,
         if name not in KINDS:
             raise ForesightError(f"unknown model kind {name!r}: choose from {', '.join(KINDS)}")
         try:
-            r = train_kind(name, history, reg, cfg, manifest, lambda s, n=name: on_step(n, s))
+            r = train_kind(name, history, reg, cfg, manifest, lambda s, n=name: on_step(n, s),
+                           builds.pop(name, None))
         except ForesightError as exc:  # this kind's input is unusable; the others go on
             r = KindResult(name, "failed", str(exc))
         except Exception as exc:  # one kind's bug must not stop the others from publishing

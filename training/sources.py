@@ -33,6 +33,9 @@ class History:
     gpu_sharing: dict[str, str] = field(default_factory=dict)
     gpu_model: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: partitioned samples read node group by node group (samples is then None)
+    store: object | None = None
+    step_s: float | None = None
 
 
 def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: int = 4,
@@ -51,6 +54,49 @@ def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: i
     return History(c.samples, c.pods, c.queues, cfg.start, end,
                    f"synthetic seed={seed} {days:g}d {cfg.n_gpus} GPUs", c.pod_labels,
                    {k: v for k, v in sharing.items() if k}, cfg.gpu_model)
+
+
+def from_partitions(data_dir: str) -> History:
+    """An ingest directory (`samples/day=*/<metric>.parquet`, pods.parquet, ...) whose samples
+    stay on disk: the pipeline reads them node group by node group (training.streaming)."""
+    import json
+
+    from features import schema
+    from features.sample_store import SampleStore
+
+    root = Path(data_dir)
+    store = SampleStore(root, set(TRAINING_METRICS))
+    if not store.files:
+        raise ForesightError(f"{data_dir}: no partitioned samples of the training metrics")
+    man = store.manifest
+    if man and not man.get("complete", False):
+        raise ForesightError(f"{data_dir}: the ingest is not complete (rerun `foresight ingest` "
+                             "with the same --out to resume it)")
+    tables = {}
+    for name, cols in (("pods", schema.POD_COLUMNS), ("queues", schema.QUEUE_SAMPLE_COLUMNS)):
+        p = root / f"{name}.parquet"
+        tables[name] = schema.conform(pd.read_parquet(p), cols) if p.is_file() else None
+    if tables["pods"] is None or tables["pods"].empty:
+        raise ForesightError(f"{data_dir}: no pods table (pods.parquet): the models need pods")
+    queues = tables["queues"] if tables["queues"] is not None else schema.empty(
+        schema.QUEUE_SAMPLE_COLUMNS)
+    lp = root / "pod_labels.parquet"
+    cp = root / "cluster.json"  # node -> GPU sharing, GPU model (when known)
+    cluster = json.loads(cp.read_text()) if cp.is_file() else {}
+    if man:
+        start, end = pd.Timestamp(man["start"]), pd.Timestamp(man["end"])
+    else:  # no manifest: the span of the partitions' timestamps
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        ts = [pq.read_table(f, columns=["ts"]).column("ts") for f in (store.files[0],
+                                                                       store.files[-1])]
+        start, end = pd.Timestamp(pc.min(ts[0]).as_py()), pd.Timestamp(pc.max(ts[1]).as_py())
+    return History(None, tables["pods"], queues, start, end,
+                   man.get("source", f"partitions {data_dir}"),
+                   pd.read_parquet(lp) if lp.is_file() else None,
+                   cluster.get("gpu_sharing", {}), cluster.get("gpu_model"),
+                   store=store, step_s=man.get("step_s"))
 
 
 def from_tables(data_dir: str) -> History:

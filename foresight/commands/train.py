@@ -25,8 +25,11 @@ def _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes, min_
         raise ForesightError("choose exactly one source: --prometheus-url URL, --data DIR or --synthetic")
     if synthetic:
         return sources.synthetic(seed=seed, days=days, nodes=nodes)
-    if data:
-        return sources.from_tables(data)
+    if data:  # an ingest directory stays on disk: read node group by node group
+        from features.ingest_store import partition_files
+
+        return sources.from_partitions(data) if partition_files(data) else \
+            sources.from_tables(data)
     from features.ingest import now_utc, parse_duration
 
     end = now_utc()
@@ -88,6 +91,8 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
         beat_baseline: bool = typer.Option(True, "--beat-baseline/--no-beat-baseline",
                                            help="Refuse a model that does not beat its best same-window baseline (default on)."),
+        group_gpus: int = typer.Option(64, "--group-gpus",
+                                       help="Partitioned --data: GPUs per node group read at once (sets peak memory)."),
         dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                      help="tcp://HOST:PORT: train LightGBM through lightgbm.dask."),
     ) -> None:
@@ -104,7 +109,7 @@ def register(app: typer.Typer) -> None:
         cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
                           kinds=tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS,
                           n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run,
-                          beat_baseline=beat_baseline)
+                          beat_baseline=beat_baseline, group_gpus=group_gpus)
         if dask_scheduler:
             from training.dask_fit import connect
 
@@ -116,7 +121,8 @@ def register(app: typer.Typer) -> None:
             task = bar.add_task("fetch history", total=2 + len(cfg.kinds) * len(steps))
             history = _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes,
                              min_coverage, token)
-            bar.update(task, advance=1, description=f"fetched {len(history.samples):,} samples")
+            n = history.store.rows() if history.samples is None else len(history.samples)
+            bar.update(task, advance=1, description=f"fetched {n:,} samples")
 
             def on_step(kind: str, name: str) -> None:
                 bar.update(task, description=f"{kind}: {name}")

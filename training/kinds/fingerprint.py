@@ -26,10 +26,27 @@ def _key(df: pd.DataFrame) -> pd.Series:
 
 
 def prepare(history, cfg) -> dict:
+    return combine([partial(history.samples, history, cfg)], history, cfg)
+
+
+def partial(samples: pd.DataFrame, history, cfg) -> dict:
+    """One node group's share: its (pod, GPU) wide series and each pod's last sample time."""
+    from features.schema import has_pod
     from features.segments import wide_series
+
+    s = samples[has_pod(samples["pod"])]
+    last = s.groupby(["namespace", "pod"], observed=True, sort=False)["ts"].max()
+    last.index = [f"{a}/{b}" for a, b in last.index]
+    return {"ws": wide_series(samples), "last": last}
+
+
+def combine(parts: list[dict], history, cfg) -> dict:
+    from features.segments import concat_series
     from forecaster.fingerprint.model import DEFAULT_KEY, FingerprintModel, job_table, peak_runs
 
-    ws = wide_series(history.samples)
+    last = pd.concat([p["last"] for p in parts])
+    last = last.groupby(level=0).max()
+    ws = concat_series([p.pop("ws") for p in parts])
     if len(ws) == 0:
         raise SkipKind("no GPU samples carry a pod label")
     runs = FingerprintModel().fit(ws, history.pods, history.pod_labels).runs_
@@ -38,14 +55,11 @@ def prepare(history, cfg) -> dict:
     times = history.pods.assign(key=_key(history.pods)).drop_duplicates("key").set_index("key")
     # kube_pod_completion_time is often absent: a pod that stopped reporting well before the
     # end of the history has finished when its samples stop
-    s = history.samples
-    s = s[s["pod"].astype(str) != ""]
-    last = s["ts"].groupby(_key(s)).max()
     gone = last[last < history.end - pd.Timedelta("15min")]
     k = _key(jobs)
     jobs = jobs.assign(started=k.map(times["started"]),
                        finished=k.map(times["finished"]).fillna(k.map(gone)))
-    return {"history": history, "jobs": jobs}
+    return {"history": history, "jobs": jobs, "ws": ws}
 
 
 def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
@@ -55,19 +69,19 @@ def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
     if len(tr) < 10 or len(te) < 3:
         raise SkipKind(f"{len(tr)} training pods finished / {len(te)} pods still running at "
                        f"{cutoff}: too few pods with a measured peak")
-    return {"history": data["history"], "jobs": tr.reset_index(drop=True)}, \
+    return {"history": data["history"], "jobs": tr.reset_index(drop=True), "ws": data["ws"]}, \
         {"jobs": te.reset_index(drop=True)}
 
 
 def fit(train: dict, cfg) -> Bundle:
-    from features.segments import wide_series
     from forecaster.fingerprint.model import FingerprintModel
     from forecaster.fingerprint.predict import NewJobPredictor
 
-    h = train["history"]
+    h, ws = train["history"], train["ws"]
     keys = set(_key(train["jobs"]))
-    s = h.samples[_key(h.samples).isin(keys)]  # fingerprints see training pods only
-    fp = FingerprintModel().fit(wide_series(s), h.pods, h.pod_labels)
+    # fingerprints see training pods only (their series: each is labelled on its own)
+    ws = ws.subset(_key(ws.keys).isin(keys).to_numpy())
+    fp = FingerprintModel().fit(ws, h.pods, h.pod_labels)
     try:
         pred = NewJobPredictor(n_estimators=cfg.n_estimators, seed=cfg.seed).fit(train["jobs"])
     except ValueError as exc:

@@ -22,11 +22,23 @@ MIN_PAIRS = 30
 
 
 def prepare(history, cfg) -> dict:
-    from features.pairs import build_pair_table
+    return combine([partial(history.samples, history, cfg)], history, cfg)
 
-    pairs, eps = build_pair_table(history.samples, history.pods,
-                                  gpu_sharing=history.gpu_sharing or None,
-                                  gpu_model=history.gpu_model)
+
+def partial(samples: pd.DataFrame, history, cfg) -> dict | None:
+    """One node group's pair parts (features.pair_build.pair_parts); the sample step is the
+    pull's when known (a small group's own timestamps may have holes)."""
+    from features.pair_build import pair_parts
+
+    step = getattr(history, "step_s", None)
+    return pair_parts(samples, gpu_sharing=history.gpu_sharing or None,
+                      step_ns=int(round(step * 1e9)) if step else None)
+
+
+def combine(parts: list, history, cfg) -> dict:
+    from features.pair_build import finish_pairs
+
+    pairs, eps = finish_pairs(parts, history.pods, gpu_model=history.gpu_model)
     if pairs.empty:
         raise SkipKind("no co-location episodes in the history")
     keep = pairs[["a_speed", "b_speed"]].notna().any(axis=1).to_numpy()

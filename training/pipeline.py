@@ -59,7 +59,7 @@ class TrainConfig:
     dask_client: object | None = None
     #: partitioned histories: GPUs per node group read at once (sets peak memory), and where
     #: the regrouped samples go while the job runs (None: the system's temp directory)
-    group_gpus: int = 64
+    group_gpus: int = 16
     scratch: str | None = None
 
 

@@ -58,7 +58,7 @@ def streamed_features(history: History, cfg, kinds: tuple[str, ...],
     reports = []
     with tempfile.TemporaryDirectory(prefix="foresight-groups-",
                                      dir=getattr(cfg, "scratch", None)) as tmp:
-        n = store.group_count(getattr(cfg, "group_gpus", 64))
+        n = store.group_count(getattr(cfg, "group_gpus", 16))
         t = time.perf_counter()
         shards = store.shard(tmp, n, lambda i, k: on_step(f"split by node group: {i}/{k} "
                                                           "partitions"))

@@ -91,7 +91,7 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
         beat_baseline: bool = typer.Option(True, "--beat-baseline/--no-beat-baseline",
                                            help="Refuse a model that does not beat its best same-window baseline (default on)."),
-        group_gpus: int = typer.Option(64, "--group-gpus",
+        group_gpus: int = typer.Option(16, "--group-gpus",
                                        help="Partitioned --data: GPUs per node group read at once (sets peak memory)."),
         dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                      help="tcp://HOST:PORT: train LightGBM through lightgbm.dask."),

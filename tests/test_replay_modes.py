@@ -65,7 +65,7 @@ def test_stranded_gpu_counts_free_gpu_beyond_what_cpu_covers(tmp_path):
     nodes = load_nodes(write_nodes(tmp_path / "n.csv", [(16000, 64000, 4, "A")]))
     pol = Foresight()
     pol.reset(Cluster(nodes), load_pods(write_pods(tmp_path / "p.csv", [(1, 1, 0, 0, "")])))
-    pol.demand[:] = (8000.0, 1.0, 1000.0)  # arrived pods ask 8 cores per GPU, little memory
+    pol.strand_demand[:] = (8000.0, 1.0, 1000.0)  # GPU pods ask 8 cores per GPU, little memory
     got = pol.stranded(np.array([4000.0, 1000.0]), np.array([16000, 16000]),
                        np.array([64000, 64000]))
     assert np.allclose(got, [2000.0, 0.0])  # 16 cores cover 2 of 4 free GPUs

@@ -71,3 +71,54 @@ def test_foresight_keeps_unconstrained_pods_off_models_that_constrained_demand_n
     assert np.all(cost(pol, Pod(4000, 1024, 1, 1000, "T4")) == 0)
     assert cost(pol, Pod(4000, 1024, 1, 1000, ""))[0] > 0
     assert cost(pol, Pod(4000, 1024, 1, 1000, ""))[1] == 0
+
+
+def test_reserve_charges_only_the_gpu_a_constrained_class_could_still_use():
+    # two P100 nodes of 2 GPUs: one with 16 cores, one with 64; P100-only pods ask 12 cores
+    # per GPU, so the 16-core node can sell only 1,333 of its 2,000 milli to them
+    nodes = Nodes(np.array(["small", "big", "g2"]), np.array([16000, 64000, 64000]),
+                  np.full(3, 256000), np.full(3, 2), np.array(["P100", "P100", "G2"]))
+    cluster = Cluster(nodes)
+    pol = Foresight()
+    pol.reset(cluster, _trace([]))
+    for _ in range(40):
+        pol.observe(Pod(12000, 1024, 1, 1000, "P100"))
+        pol.observe(Pod(2000, 1024, 1, 1000, ""))
+    light = pol.reserve_cost(Pod(1000, 1024, 1, 500, ""))  # a light pod, half a GPU
+    assert light[2] == 0  # G2 serves no constrained class
+    # on the small node most of the half GPU it takes is GPU that P100 pods could not have
+    # used (1,333 usable before, 1,250 after: its core); on the big node all 500 are lost
+    assert light[0] < 0.2 * light[1]
+    heavy = pol.reserve_cost(Pod(12000, 1024, 1, 500, ""))  # the same GPU, but P100-heavy CPU
+    assert heavy[0] > light[0]  # its CPU is what P100 pods would run short of
+    old = Foresight()
+    old.reserve_usable = False  # the rule before: the GPU taken, whatever the node's CPU
+    old.reset(Cluster(nodes), _trace([]))
+    for _ in range(40):
+        old.observe(Pod(12000, 1024, 1, 1000, "P100"))
+        old.observe(Pod(2000, 1024, 1, 1000, ""))
+    was = old.reserve_cost(Pod(1000, 1024, 1, 500, ""))
+    assert np.isclose(was[0], was[1]) and was[0] > 0
+
+
+def test_stranded_term_uses_what_gpu_pods_ask_unless_cpu_only_pods_exceed_the_cluster():
+    nodes = Nodes(np.array(["a"]), np.array([96000]), np.array([400000]), np.array([8]),
+                  np.array(["G2"]))  # 12 cores per GPU
+    pol = Foresight()
+    pol.reset(Cluster(nodes), _trace([]))
+    for _ in range(10):
+        pol.observe(Pod(10000, 1024, 1, 1000, ""))  # GPU pods: 10 cores per GPU
+        pol.observe(Pod(4000, 1024, 0, 0, ""))  # CPU-only pods: 14 cores per GPU in all
+    gpu, cpu, mem = np.array([8000.0]), np.array([96000]), np.array([400000])
+    assert pol.stranded(gpu, cpu, mem)[0] == 0  # 96 cores cover 8 GPUs at 10 cores each
+    pol.strand_ratio = "all"
+    pol.observe(Pod(4000, 1024, 0, 0, ""))
+    assert pol.stranded(gpu, cpu, mem)[0] > 0  # the rule before: 14+ cores per GPU
+    pol = Foresight()
+    pol.reset(Cluster(nodes), _trace([]))
+    for _ in range(10):
+        pol.observe(Pod(10000, 1024, 1, 1000, ""))
+        pol.observe(Pod(20000, 1024, 0, 0, ""))  # 30 cores per GPU in all: more than 12
+    # CPU-only pods ask 18 cores per GPU beyond the cluster's 12: GPU pods' share shrinks
+    assert np.isclose(pol.strand_demand[0] / pol.strand_demand[2], (10000 + 18000) / 1000)
+    assert pol.stranded(gpu, cpu, mem)[0] > 0

@@ -14,6 +14,7 @@ from scheduler_hook.fragmentation import (ShapeMix, ShapeMixTracker, fragmentati
                                           level_stats, mix_levels)
 from simulator.replay.cluster import MILLI, Cluster
 from simulator.replay.data import Nodes, Pods
+from simulator.replay.reserve import ClassReserve, usable_gpu
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,17 @@ class Foresight(FGD):
     run elsewhere off the models that constrained demand needs. The stranded term alone sent
     CPU-heavy pods to the CPU-rich T4 nodes that T4-only pods need (`default-spec25`, dev seed
     0: 89.6 with it, 93.9 without, `fgd` 92.8); with the reserve cost (weight 1; 0.5 gave the
-    same within 0.05) it is 94.7. Dev-seed table: bench/results/replay_generalize_dev.md.
+    same within 0.05) it is 94.7. Second pass (issue 13, `default-spec20`, where Foresight fell
+    0.3 below `fgd`; simulator/replay/reserve.py): the cost charged the GPU taken from a class's
+    nodes even where the class could not have used it, because its pods ask more CPU per GPU
+    than the node had left (P100-only pods: 11 cores per GPU on 8-core-per-GPU nodes), so
+    V100 and P100 GPUs ended idle beside CPU-starved nodes. It now charges the class-usable
+    GPU (``reserve_usable``): dev seeds 0-2 of `default-spec20` 95.17 -> 95.49 (`fgd` 95.45).
+    And the stranded term's CPU per GPU is that of GPU pods (plus CPU-only pods' excess over
+    the cluster's CPU per GPU: `cpu300`), not of all pods (``strand_ratio``): 14 cores per GPU
+    made every 12-core-per-GPU G2 node look stranded before a pod arrived (`default` dev seeds
+    0-2: 95.58 -> 95.84; `default-spec20` 95.49 -> 95.55; `cpu300` 86.17 -> 85.99, `fgd` 85.46).
+    Dev-seed tables: bench/results/replay_generalize_dev.md, replay_issue13_dev.jsonl.
     """
 
     name = "foresight"
@@ -230,7 +241,9 @@ class Foresight(FGD):
     volume_power = 0.0  # a shape weighs (GPUs it asks) ** this: 0 = by count, 1 = by volume
     balance = 1.0  # weight of stranded-GPU milli against fragment milli (same unit: 1)
     only_worse = True
-    reserve_weight = 1.0  # fragment milli per milli taken x pressure on a constrained class
+    reserve_weight = 2.0  # fragment milli per class-usable milli taken x the class's pressure
+    reserve_usable = True  # charge the GPU a class could use (CPU, memory), not the GPU taken
+    strand_ratio = "gpu-pods"  # CPU/memory per GPU of the stranded term: "gpu-pods" or "all"
     slow_cost = 775.0  # beyond-packing mode: fragment milli a predicted-slow pair costs (dev 0-2)
     oom_filter = True  # beyond-packing mode: never share a GPU with a predicted memory overflow
 
@@ -241,7 +254,12 @@ class Foresight(FGD):
         self._levels_key: tuple | None = None
         self.mix = ShapeMix.from_counts({})
         self.demand = np.zeros(3)  # CPU milli, memory MiB, GPU milli of the pods arrived so far
-        self.classes: list[tuple[np.ndarray, frozenset[str], float]] = []
+        self.gpu_demand = np.zeros(3)  # the same for the pods that ask GPUs
+        self.strand_demand = np.zeros(3)  # the ratios the stranded term charges
+        self.reserve = ClassReserve(usable=self.reserve_usable)
+        # CPU and memory per GPU milli of the cluster: what CPU-only pods may take for free
+        self._cap_ratio = (cluster.nodes.cpu.sum() / max(cluster.capacity_milli, 1),
+                           cluster.nodes.mem.sum() / max(cluster.capacity_milli, 1))
 
     def filter(self, pod, node_ok):
         if pod.num_gpu == 0:
@@ -265,18 +283,32 @@ class Foresight(FGD):
     def stranded(self, gpu: np.ndarray, cpu: np.ndarray, mem: np.ndarray) -> np.ndarray:
         """GPU milli a node cannot sell because the CPU or memory that goes with it is gone.
 
-        The arrived pods ask ``demand`` CPU and memory per GPU milli; free GPU beyond what the
+        GPU pods ask ``strand_demand`` CPU and memory per GPU milli; free GPU beyond what the
         node's free CPU (memory) covers at that ratio is stranded. FGD's measure sees CPU only
         as fits / does not fit for each shape; this sees it running out before it does.
         """
-        c, m, g = self.demand
-        if g <= 0:
+        if self.strand_demand[2] <= 0:
             return np.zeros(len(gpu))
-        return np.maximum(0.0, np.maximum(gpu - cpu * (g / max(c, 1.0)),
-                                          gpu - mem * (g / max(m, 1.0))))
+        return gpu - usable_gpu(gpu, cpu, mem, self.strand_demand)
+
+    def _strand_demand(self) -> np.ndarray:
+        """The CPU and memory per GPU milli that GPU pods will need: what the arrived GPU pods
+        ask ("gpu-pods"), plus, when the arrived pods ask more CPU (memory) per GPU than the
+        cluster has, the excess, which CPU-only pods can only take from GPU pods' share.
+        "all" (the rule before issue 13's second pass) counts every pod's CPU and memory:
+        CPU-only pods can run anywhere, so it saw GPUs stranded where they were not."""
+        if self.strand_ratio == "all":
+            return self.demand.copy()
+        (c, m, g), (cg, mg, _) = self.demand, self.gpu_demand
+        return np.array([cg + max(0.0, c - self._cap_ratio[0] * g),
+                         mg + max(0.0, m - self._cap_ratio[1] * g), g])
 
     def observe(self, pod):
         self.demand += (pod.cpu, pod.mem, pod.num_gpu * pod.milli)
+        if pod.num_gpu:
+            self.gpu_demand += (pod.cpu, pod.mem, pod.num_gpu * pod.milli)
+        self.strand_demand = self._strand_demand()
+        self.reserve.observe(pod)
         known = len(self.tracker)
         weight = (pod.num_gpu * pod.milli / MILLI) ** self.volume_power if pod.num_gpu else 1.0
         self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec, weight)
@@ -290,29 +322,15 @@ class Foresight(FGD):
             self.set_mix(mix)
         else:
             self.mix, self.acc = mix, mix.access(self.cluster.nodes.model)
-        self.classes = constraint_classes(self.mix, self.cluster.nodes.model)
+        self.reserve.refresh(self.mix, self.cluster.nodes.model)
 
     def reserve_cost(self, pod: Pod) -> np.ndarray | float:
-        """(N,) fragment milli charged for taking GPUs that constrained demand will need.
-
-        Per constraint class S (a `gpu_spec` seen among arrivals) with share ``q`` of the
-        arrived GPU request, the pressure on S is q x (free GPU milli of the cluster) / (free
-        GPU milli on S's models): >= 1 when S's own demand would take all that is left of it.
-        A pod that could run outside S pays ``reserve_weight`` x its GPU milli x that pressure
-        on S's nodes, so it keeps off scarce models; FGD's measure sees this only through
-        fit / no fit. A pod that must run in S pays nothing for S.
-        """
-        if not self.classes or pod.num_gpu == 0 or not self.reserve_weight:
+        """(N,) fragment milli charged for taking GPU capacity that constrained demand will
+        need (``ClassReserve.cost`` x ``reserve_weight``); a pod that must run in a class pays
+        nothing for it."""
+        if not self.reserve_weight:
             return 0.0
-        free = self.cluster.gpu_free.sum(axis=1)
-        total = float(free.sum())
-        allowed = frozenset(pod.spec.split("|")) if pod.spec else None
-        cost = np.zeros(len(free))
-        for mask, models, q in self.classes:
-            if allowed is not None and allowed <= models:
-                continue
-            cost[mask] += q * total / max(float(free[mask].sum()), MILLI)
-        return self.reserve_weight * pod.num_gpu * pod.milli * cost
+        return self.reserve_weight * np.asarray(self.reserve.cost(self.cluster, pod))
 
     def score(self, pod, node_ok, slots):
         c = self.cluster
@@ -328,7 +346,9 @@ class Foresight(FGD):
             tie = free_gpu_share(c)
         else:
             tie = gpu_left / gpu_milli(c.nodes) + (c.cpu_free - pod.cpu) / c.nodes.cpu
-        inc = inc + np.asarray(self.reserve_cost(pod))[..., None] if self.classes else inc
+        if self.reserve.classes:
+            cost = np.asarray(self.reserve_cost(pod))
+            inc = inc + (cost[..., None] if cost.ndim < 2 else cost)
         if self.balance:
             g = c.gpu_free.sum(axis=1).astype(float)
             strand = self.stranded(g - pod.num_gpu * pod.milli, c.cpu_free - pod.cpu,
@@ -344,18 +364,6 @@ class Foresight(FGD):
 def free_gpu_share(c: Cluster) -> np.ndarray:
     """(N,) share of each node's GPU milli still free."""
     return c.gpu_free.sum(axis=1) / gpu_milli(c.nodes)
-
-
-def constraint_classes(mix: ShapeMix, node_models: np.ndarray,
-                       ) -> list[tuple[np.ndarray, frozenset[str], float]]:
-    """(nodes of S, S, share of the mix's GPU request) for each constraint class S of the mix."""
-    req = mix.gpu_milli * mix.num_gpu * mix.freq
-    total = float(req.sum())
-    share: dict[frozenset[str], float] = {}
-    for k, models in enumerate(mix.models):
-        if models is not None and req[k] > 0:
-            share[models] = share.get(models, 0.0) + float(req[k]) / total
-    return [(np.isin(node_models, list(m)), m, q) for m, q in share.items()]
 
 
 class FGDRandomTie(FGD):

@@ -126,7 +126,7 @@ class TimelineForesight(_CachedIncrease, Foresight):
         return -inc - 1e-3 * row
 
     def node_scores(self, pod, node_ok):
-        if self.classes or self.balance or pod.num_gpu == 0 or self.mode is not None:
+        if self.reserve.classes or self.balance or pod.num_gpu == 0 or self.mode is not None:
             raise NotImplementedError("terms the timeline replay does not use")
         return super().node_scores(pod, node_ok)
 

@@ -71,10 +71,9 @@ def one_size(gpus: int, a) -> dict:
                          "--group-gpus", str(a.group_gpus)], work / "train.log")
     doc = json.loads((work / "out" / "metrics.json").read_text())
     print(f"{gpus} GPUs trained: {train}", flush=True)
-    kinds = {k: {"status": v["status"], "mae": v["metrics"].get("mae"),
-                 "best_baseline": v["metrics"].get("best_baseline"),
-                 "baseline_mae": v["metrics"].get(
-                     f"baseline_{v['metrics'].get('best_baseline')}_mae")}
+    kinds = {k: {"status": v["status"], "mae": v.get("backtest", {}).get("mae"),
+                 "best_baseline": (v.get("best_baseline") or [None, None])[0],
+                 "baseline_mae": (v.get("best_baseline") or [None, None])[1]}
              for k, v in doc["kinds"].items()}
     disk = sum(f.stat().st_size for f in data.rglob("*") if f.is_file())
     if not a.keep:

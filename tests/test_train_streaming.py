@@ -69,3 +69,17 @@ def test_pipeline_equal_in_memory(parted, tmp_path):
         for m, v in km.metrics.items():
             if isinstance(v, float):
                 assert ks.metrics[m] == pytest.approx(v, rel=1e-9, nan_ok=True), (ks.kind, m)
+
+
+def test_partitions_hold_the_generated_history(tmp_path):
+    from simulator.generate import generate_cluster
+
+    cfg = dict(seed=5, days=1.5, nodes=2, step_s=120.0, metrics=sources.TRAINING_METRICS)
+    info = write_partitioned(SimConfig(**cfg), tmp_path)
+    c = generate_cluster(SimConfig(**cfg))
+    t = read_tables(tmp_path)
+    assert info["rows"] == len(c.samples) and info["partitions"] == 2 * 11
+    key = ["metric", "ts", "uuid", "pod"]
+    pd.testing.assert_frame_equal(t["samples"].sort_values(key, ignore_index=True),
+                                  c.samples.sort_values(key, ignore_index=True))
+    pd.testing.assert_frame_equal(t["pods"], c.pods)

@@ -48,7 +48,11 @@ GRID = {"plain": {}, "plain_recent": {"fleet": True, "half_life": 240},
         "hurdle_pick60": {**SMALL, "fleet": True, "half_life": 240, "hurdle": True,
                           "recent_window": 60},
         "hurdle_pick180": {**SMALL, "fleet": True, "half_life": 240, "hurdle": True,
-                           "recent_window": 180}}
+                           "recent_window": 180},
+        "hurdle_pick180_fleet": {**SMALL, "fleet": True, "half_life": 240, "hurdle": True,
+                                 "recent_window": 180, "recent_scope": "fleet"},
+        "hurdle_pick60_fleet": {**SMALL, "fleet": True, "half_life": 240, "hurdle": True,
+                                "recent_window": 60, "recent_scope": "fleet"}}
 # Served ratios on dev are ~1.000 for every configuration (each dev model's validation tail
 # sits in the load drop, so the selection serves the EWMA there: see the Reading), so the
 # configurations are told apart by the model's own error.

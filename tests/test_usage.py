@@ -173,12 +173,13 @@ def regime_series(n_series=12, n=720, seed=0):
     return pd.concat(parts, ignore_index=True)
 
 
-def test_recent_pick_follows_a_regime_change_without_leaking():
+@pytest.mark.parametrize("scope", ["series", "fleet"])
+def test_recent_pick_follows_a_regime_change_without_leaking(scope):
     df = regime_series()
     start = pd.Timestamp("2026-01-01T06:00Z")  # bin 360: fitted on the busy part only
     kw = dict(horizon=10, n_estimators=60, min_gain=0.03)
     static = UsageForecaster(**kw).fit(df[df["ds"] < start])
-    m = UsageForecaster(**kw, recent_window=60).fit(df[df["ds"] < start])
+    m = UsageForecaster(**kw, recent_window=60, recent_scope=scope).fit(df[df["ds"] < start])
     a, s = m.predict_origins(df, start), static.predict_origins(df, start)
     late = (pd.to_datetime(a["origin"], utc=True) >= start + pd.Timedelta("3h")).to_numpy()
     assert (a.loc[late, "model"] == "last_value").mean() > 0.8  # flat since bin 480

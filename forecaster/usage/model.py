@@ -43,13 +43,14 @@ READS = (3, 4)
 BASELINES = ("last_value", "mean_last_h", "ses")
 # Named configurations. "serving" is the one bench/usage_genai.py's rule picked on the tune
 # pods of the GenAI 2026 serving trace (dev stage only; bench/results/usage_genai.md): small
-# trees, the fleet's load, recency weights, the hurdle and the per-origin re-pick. Durations
+# trees, the fleet's load, recency weights, the hurdle and the per-origin re-pick from the
+# fleet's recent errors. Durations
 # are wall time, turned into bins by `preset(name, step)`. "plain": the constructor defaults.
 PRESETS: dict[str, dict] = {
     "plain": {},
     "serving": {"num_leaves": 7, "min_child_samples": 200, "learning_rate": 0.03,
                 "fleet": True, "half_life": pd.Timedelta("4h"), "hurdle": True,
-                "recent_window": pd.Timedelta("3h")},
+                "recent_window": pd.Timedelta("3h"), "recent_scope": "fleet"},
 }
 
 
@@ -72,7 +73,8 @@ class UsageForecaster:
                  time_of_day: bool = False, weight: bool = True, y_min: float = 0.0,
                  y_max: float | None = None, drop: tuple[str, ...] = (),
                  fleet: bool = False, half_life: float | None = None,
-                 hurdle: bool = False, recent_window: int | None = None) -> None:
+                 hurdle: bool = False, recent_window: int | None = None,
+                 recent_scope: str = "series") -> None:
         self.horizon = horizon
         self.val_frac = val_frac
         self.coverage = coverage
@@ -100,6 +102,9 @@ class UsageForecaster:
         # bins of completed horizons that re-pick the served predictor at each origin (None:
         # the fit-time choice throughout)
         self.recent_window = recent_window
+        # "series": each series' own recent errors; "fleet": pooled over every series (a
+        # load regime is fleet-wide, and one series' rare steps make its own errors noisy)
+        self.recent_scope = recent_scope
         self.phases_, self.ph_typ_ = False, {}
 
     # ---------------------------------------------------------------- design matrix
@@ -293,7 +298,8 @@ class UsageForecaster:
         served = np.asarray([self.served_series_.get(str(u), self.served_) for u in ids],
                             dtype=object)
         if self.recent_window:
-            served = self._recent_pick(ids, d["y_true"][pick], cand, served)
+            served = self._recent_pick(ids, d["origins"][pick], d["y_true"][pick], cand,
+                                       served)
             keep = rows[pick]
             ids, served = ids[keep], served[keep]
             cand = {c: p[keep] for c, p in cand.items()}
@@ -311,7 +317,7 @@ class UsageForecaster:
             "p90": np.maximum(np.clip(hi, self.y_min, self.y_max_), p50), "model": served,
             "model_p50": cand["model"], **{b: cand[b] for b in BASELINES}})
 
-    def _recent_pick(self, ids: np.ndarray, y: np.ndarray, cand: dict,
+    def _recent_pick(self, ids: np.ndarray, origins: np.ndarray, y: np.ndarray, cand: dict,
                      static: np.ndarray) -> np.ndarray:
         """Per origin, re-pick what is served from the absolute errors over the series' last
         `recent_window` horizons that had *ended* by that origin (origins >= horizon bins
@@ -323,8 +329,17 @@ class UsageForecaster:
         H, W = self.horizon, int(self.recent_window)
         key = pd.Series(ids)
         rec = {}
+        t = pd.DatetimeIndex(pd.to_datetime(origins, utc=True))
         for c, p in cand.items():
-            past = pd.Series(np.abs(y - p)).groupby(key).shift(H)  # NaN: horizon not ended
+            e = pd.Series(np.abs(y - p))  # NaN: the horizon runs past the data
+            if self.recent_scope == "fleet":
+                per_t = e.groupby(t).mean()
+                grid = pd.date_range(per_t.index.min(), per_t.index.max(),
+                                     freq=pd.Series(per_t.index).diff().min())
+                roll = per_t.reindex(grid).shift(H).rolling(W, min_periods=max(1, W // 2))
+                rec[c] = roll.mean().reindex(t).to_numpy()
+                continue
+            past = e.groupby(key).shift(H)  # NaN: horizon not ended
             rec[c] = past.groupby(key).rolling(W, min_periods=max(1, W // 2)).mean(
             ).reset_index(level=0, drop=True).sort_index().to_numpy()
         bl = np.column_stack([rec[b] for b in BASELINES])
@@ -351,7 +366,7 @@ class UsageForecaster:
             "val_scores": self.val_scores_, "select": self.select,
             "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
             "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
-            "recent_window": self.recent_window,
+            "recent_window": self.recent_window, "recent_scope": self.recent_scope,
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
             "hurdle": self.hurdle, "hurdle_used": self.hurdle_,
             "still_constant": still if isinstance(still, float) else None}, indent=1))
@@ -368,7 +383,8 @@ class UsageForecaster:
                 coverage=man["coverage"], select=man["select"],
                 time_of_day=man["time_of_day"], fleet=man["fleet"], drop=tuple(man["drop"]),
                 half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"],
-                recent_window=man.get("recent_window"))
+                recent_window=man.get("recent_window"),
+                recent_scope=man.get("recent_scope", "series"))
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
         m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
         m.served_, m.served_series_ = man["served"], man["served_series"]

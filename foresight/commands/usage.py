@@ -122,9 +122,10 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     console.print(f"served overall: {model.served_} (chosen on the validation tail of the "
                   "training window; per series and origin in the `model` column)")
     if model.recent_window:
-        console.print(f"re-picked at each origin: the predictor with the lowest error over the"
-                      f" last {model.recent_window} bins of ended horizons, if "
-                      f"{model.min_gain:.0%} better than the fit-time choice")
+        whose = "the fleet's" if model.recent_scope == "fleet" else "each series' own"
+        console.print(f"re-picked at each origin from {whose} errors over the last "
+                      f"{model.recent_window} bins of ended horizons: the best baseline there, "
+                      f"or the model if it beat it by {model.min_gain:.0%}")
     console.print(f"wrote {out}" + (f" and the model to {save}" if save else ""))
 
 

@@ -5,7 +5,10 @@ Usage: PYTHONPATH=. nice .venv/bin/python bench/replay_issue13_dev.py TRACE VARI
 Prints one JSON line per run. The runs quoted in bench/results/replay_generalize.md are in
 bench/results/replay_issue13_dev.jsonl with the commit whose policies they ran on (`code`):
 cd390ab = FGD with random CPU-only ties and Foresight before issue 13; a4f2c22 = the policies
-of issue 13 (the `fgd-tie-*` variants override the CPU-only tie, so they run like cd390ab).
+of issue 13 (the `fgd-tie-*` variants override the CPU-only tie, so they run like cd390ab);
+rows with `"pass": 2` ran on the policies of issue 13's second pass (`default-spec20`:
+class-usable reserve, weight 2, stranded ratio of GPU pods), where `foresight-reserve-gpu1` +
+`foresight-strand-all` together are the first pass's Foresight.
 """
 from __future__ import annotations
 
@@ -67,6 +70,12 @@ VARIANTS = {
     "foresight-reserve4": lambda: foresight(reserve_weight=4.0),
     "foresight-nobalance": lambda: foresight(balance=0.0),
     "foresight-nofit": lambda: foresight(fit_scope="none"),
+    # second pass (default-spec20): the reserve cost on class-usable GPU, the stranded ratio
+    "foresight-reserve1": lambda: foresight(reserve_weight=1.0),
+    "foresight-reserve-gpu": lambda: foresight(reserve_usable=False),
+    "foresight-reserve-gpu1": lambda: foresight(reserve_usable=False, reserve_weight=1.0),
+    "foresight-strand-all": lambda: foresight(strand_ratio="all"),
+    "foresight-strand-gpuonly": lambda: foresight(strand_ratio="gpu-pods-only"),
 }
 
 

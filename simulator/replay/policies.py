@@ -243,7 +243,7 @@ class Foresight(FGD):
     only_worse = True
     reserve_weight = 2.0  # fragment milli per class-usable milli taken x the class's pressure
     reserve_usable = True  # charge the GPU a class could use (CPU, memory), not the GPU taken
-    strand_ratio = "gpu-pods"  # CPU/memory per GPU of the stranded term: "gpu-pods" or "all"
+    strand_ratio = "gpu-pods"  # CPU/memory per GPU of the stranded term (see _strand_demand)
     slow_cost = 775.0  # beyond-packing mode: fragment milli a predicted-slow pair costs (dev 0-2)
     oom_filter = True  # beyond-packing mode: never share a GPU with a predicted memory overflow
 
@@ -300,6 +300,8 @@ class Foresight(FGD):
         if self.strand_ratio == "all":
             return self.demand.copy()
         (c, m, g), (cg, mg, _) = self.demand, self.gpu_demand
+        if self.strand_ratio == "gpu-pods-only":  # ablation: CPU-only pods never count
+            return self.gpu_demand.copy()
         return np.array([cg + max(0.0, c - self._cap_ratio[0] * g),
                          mg + max(0.0, m - self._cap_ratio[1] * g), g])
 

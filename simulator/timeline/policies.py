@@ -113,7 +113,7 @@ class TimelineForesight(_CachedIncrease, Foresight):
 
     def _score_rows(self, pod, rows, inc):
         # Foresight.score, row by row, without the terms this replay leaves at 0 (no GPU-type
-        # constraint classes, balance 0: checked in node_scores' callers' tests)
+        # constraint classes, balance 0, no replay mode: node_scores refuses them)
         c = self.cluster
         slots = c.gpu_free[rows] >= pod.milli
         gpu_left = c.node_free[rows] - pod.num_gpu * pod.milli

@@ -6,6 +6,9 @@ Every finished (phase, profile, seed, policy, gang) run is cached, one JSON line
 bench/results/replay_timeline_runs.jsonl, so the grid can run in pieces (several processes);
 the markdown is rebuilt from the cache: bench/results/replay_timeline.md (final phase) and
 replay_timeline_dev.md (dev phase), plus replay_timeline_<profile>.png for one seed.
+Timings: nice .venv/bin/python bench/replay_timeline.py --phase speed --seeds 100 \
+           --profiles helios --days 14 --repeat 3   (-> replay_timeline_speed.md: medians, and
+every run with its load average and the digest of its decisions)
 """
 from __future__ import annotations
 

@@ -240,9 +240,9 @@ def _solo_features(c: _Codes, value: np.ndarray) -> pd.DataFrame:
     rows = np.isin(c.metric, wanted) & c.is_alone(tk)
     M = max(len(c.metric_names), 1)
     # per (pod, step, metric): mean over the pod's GPUs, i.e. a per-GPU value
-    per = pd.Series(value[rows]).groupby(tk[rows] * M + c.metric[rows], sort=False).mean()
-    per = per.sort_index()
-    fid = per.index.to_numpy()
+    # sorted unique keys + bincount: a hash group-by of millions of int64 keys costs ~4x more
+    fid, inv = np.unique(tk[rows] * M + c.metric[rows], return_inverse=True)
+    per = pd.Series(np.bincount(inv, weights=value[rows]) / np.bincount(inv))
     uniq, row = np.unique(fid // M, return_inverse=True)
     present = sorted(set((fid % M).tolist()))
     col_of = {m: j for j, m in enumerate(present)}

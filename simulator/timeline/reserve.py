@@ -76,18 +76,23 @@ class ReservationGate:
             self._memo = (key, *self._compute(gpus, big))
         return self._memo[1]
 
-    def held_off(self, gpus: int, big: bool) -> tuple[np.ndarray, tuple]:
+    def held_off(self, gpus: int, big: bool) -> tuple[np.ndarray, tuple | None]:
         """Indices of the nodes ``allowed(gpus, big)`` is False on (the cluster sums its
         aggregates without them, cheaper than over the mask), and the memo key: while it
-        stays the same, so do those nodes (empty ones; any change to one bumps the key)."""
+        stays the same, so do those nodes (empty ones; any change to one bumps the key);
+        None where they are not all empty."""
         self.allowed(gpus, big)
-        return self._memo[2], self._memo[0]
+        return self._memo[2], self._memo[0] if self._memo[3] else None
 
-    def _compute(self, gpus: int, big: bool) -> tuple[np.ndarray, np.ndarray]:
+    def _compute(self, gpus: int, big: bool) -> tuple[np.ndarray, np.ndarray, bool]:
         ctx = SimpleNamespace(state=self.state, rows=self._all, n=len(self._all),
                               pod=SimpleNamespace(priority=HIGH if big else 0, gpus=gpus),
                               providers=self.providers, cfg=CFG)
         value = self.component.score(ctx).value
         out = np.ones(len(self.cluster.nodes), bool)
         out[self.rows] = value > 0
-        return out, self.rows[value <= 0]
+        off = self.rows[value <= 0]
+        # the key names the held-off nodes' state only while they are empty (the component
+        # holds pods off empty nodes alone today; were that to change, nothing is kept)
+        c = self.cluster
+        return out, off, bool((c.whole[off] == c.nodes.gpus[off]).all())

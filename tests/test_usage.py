@@ -196,6 +196,57 @@ def test_recent_pick_follows_a_regime_change_without_leaking(scope):
     np.testing.assert_allclose(at(a)["p50"], at(b)["p50"])
 
 
+@pytest.mark.parametrize("scope", ["series", "fleet"])
+def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
+    # the model is exact on the horizon from origin k alone (bins k .. k+H-1), the baselines
+    # never: with a one-horizon window, only the origin k+H (the first whose past holds bin
+    # k+H-1) may serve the model; k+H-1 would read a bin not yet seen
+    H, n, k = 5, 30, 12
+    m = UsageForecaster(horizon=H, recent_window=1, recent_scope=scope)
+    t = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
+    ids = np.repeat(np.array(["a", "b"], dtype=object), n)
+    origins = np.tile(t.tz_localize(None).to_numpy(), 2)
+    cand = {"last_value": np.full(2 * n, 1.0), "mean_last_h": np.full(2 * n, 1.5),
+            "ses": np.full(2 * n, 2.0), "model": np.full(2 * n, 3.0)}
+    cand["model"][[k, n + k]] = 0.0
+    y = np.zeros(2 * n)
+    y[[n - 1, 2 * n - 1]] = np.nan  # a horizon past the data: no error, nothing to read
+    got = m._recent_pick(ids, origins, y, cand, np.full(2 * n, "fit", dtype=object))
+    for g in (got[:n], got[n:]):
+        assert (g[:H] == "fit").all()  # no horizon has ended yet
+        assert list(np.flatnonzero(g == "model")) == [k + H]
+        assert set(g[H:]) == {"model", "last_value"}
+
+
+def test_recent_pick_round_trips_with_its_min_gain(tmp_path):
+    # the per-origin re-pick applies min_gain at predict time: a loaded model must use the
+    # fitted one's, not the constructor default
+    df = regime_series(seed=1)
+    start = pd.Timestamp("2026-01-01T06:00Z")
+    m = UsageForecaster(horizon=10, n_estimators=60, min_gain=0.6, recent_window=30).fit(
+        df[df["ds"] < start])
+    a = m.predict_origins(df, start)
+    m.save(tmp_path / "g")
+    pd.testing.assert_frame_equal(UsageForecaster.load(tmp_path / "g").predict_origins(
+        df, start), a)
+
+
+def test_schema_3_artifact_still_loads(fitted, tmp_path):
+    # a schema-3 manifest (before the hurdle and the re-pick) has none of their keys
+    m, df, start = fitted
+    m.save(tmp_path / "u")
+    f = tmp_path / "u" / "manifest.json"
+    man = json.loads(f.read_text())
+    for k in ("recent_window", "recent_scope", "hurdle", "hurdle_used", "still_constant",
+              "min_gain"):
+        man.pop(k, None)
+    man["schema_version"] = 3
+    f.write_text(json.dumps(man))
+    q = UsageForecaster.load(tmp_path / "u")
+    assert not q.hurdle_ and q.recent_window is None
+    pd.testing.assert_frame_equal(q.predict_origins(df, start), m.predict_origins(df, start))
+
+
 def test_quantiles_clipped_to_physical_range():
     df = phase_series(n_series=20, n=500, seed=3)
     df["y"] = np.clip(df["y"] * 150, 0, 100)  # a duty cycle in %, often at its 100 % ceiling

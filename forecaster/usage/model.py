@@ -367,6 +367,7 @@ class UsageForecaster:
             "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
             "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
             "recent_window": self.recent_window, "recent_scope": self.recent_scope,
+            "min_gain": self.min_gain,  # the re-pick applies it at each origin
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
             "hurdle": self.hurdle, "hurdle_used": self.hurdle_,
             "still_constant": still if isinstance(still, float) else None}, indent=1))
@@ -384,7 +385,8 @@ class UsageForecaster:
                 time_of_day=man["time_of_day"], fleet=man["fleet"], drop=tuple(man["drop"]),
                 half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"],
                 recent_window=man.get("recent_window"),
-                recent_scope=man.get("recent_scope", "series"))
+                recent_scope=man.get("recent_scope", "series"),
+                min_gain=man.get("min_gain", 0.03))
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
         m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
         m.served_, m.served_series_ = man["served"], man["served_series"]

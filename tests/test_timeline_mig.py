@@ -114,13 +114,15 @@ def test_forecast_at_an_origin_does_not_read_later_arrivals():
     base = MigPods(t, np.full(len(t), 1800.0), rng.integers(0, 2, len(t)),
                    np.zeros(len(t), bool), PROFILES, pd.Timestamp("2026-01-05"))
     later = MigPods(t.copy(), base.duration, base.profile.copy(), base.large, PROFILES, base.t0)
-    later.profile[t > 86400] = 1 - later.profile[t > 86400]  # the second day changes
+    later.profile[t >= 12 * H] = 1 - later.profile[t >= 12 * H]  # changes from hour 12
     a = ArrivalForecast(base, "forecast", 0.0, 86400.0, lookahead=2, refit_s=86400.0,
                         n_estimators=10)
     b = ArrivalForecast(later, "forecast", 0.0, 86400.0, lookahead=2, refit_s=86400.0,
                         n_estimators=10)
-    # origins up to hour 22: their 2-hour window ends by hour 24, before any change
-    assert np.allclose(a.values[:22], b.values[:22])
+    # origins up to hour 12 see only bins before the change, though the 2-hour windows of
+    # hours 11 and 12 (what they forecast) hold changed arrivals; hour 13 sees hour 12's bin
+    assert np.allclose(a.values[:13], b.values[:13])
+    assert not np.allclose(a.values[13], b.values[13])
 
 
 def test_workload_mix_shifts_and_load_is_the_target():

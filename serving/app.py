@@ -302,5 +302,8 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
     from serving.mig import add_mig_routes
 
     add_mig_routes(app, hook)  # POST/GET /v1/mig/plan: MIG geometry proposals
+    from serving.usage import add_usage_routes
+
+    add_usage_routes(app, store)  # POST /v1/usage: next-horizon usage of running pods
     app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
     return app

@@ -131,6 +131,36 @@ class DemandResponse(BaseModel):
     shape_mix_source: str
 
 
+class UsageSeriesRow(_Strict):
+    unique_id: str = Field(..., min_length=1, max_length=253)
+    ds: str = Field(..., max_length=64, description="bin start, ISO 8601")
+    y: float = Field(..., ge=0, le=1e15, allow_inf_nan=False,
+                     description="the model's metric in its own unit (bytes for memory)")
+
+
+class UsageRequest(_Strict):
+    series: list[UsageSeriesRow] = Field(..., min_length=2, max_length=200_000,
+                                         description="each pod's recent bins (the model's bin "
+                                         "width), long format")
+
+
+class UsageForecast(BaseModel):
+    unique_id: str
+    origin: str
+    p10: float
+    p50: float
+    p90: float
+    model: str = Field(..., description="the predictor behind p50: `model`, or the baseline "
+                       "(`last_value`, `mean_last_h`, `ses`) served for this pod at this origin"
+                       " because the model did not beat it")
+
+
+class UsageResponse(BaseModel):
+    model_version: str
+    horizon_bins: int
+    forecasts: list[UsageForecast]
+
+
 class ScoreRequest(_Strict):
     pod: dict[str, Any] = Field(..., description="a v1 Pod object, as the API server stores it")
     nodes: list[str] = Field(..., min_length=1, max_length=MAX_PAIRS,

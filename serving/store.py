@@ -19,8 +19,8 @@ from serving import metrics
 
 log = logging.getLogger("foresight.serving")
 
-#: Kinds the API serves (usage is not exposed over HTTP yet).
-KINDS = ("interference", "fingerprint", "demand")
+#: Kinds the API serves.
+KINDS = ("interference", "fingerprint", "demand", "usage")
 
 
 @dataclass(frozen=True)

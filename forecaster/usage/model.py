@@ -31,6 +31,7 @@ import pandas as pd
 from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
+from forecaster.usage.presets import PRESETS, preset
 
 __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",
            "phase_runs", "typical_phase_bins"]
@@ -41,27 +42,6 @@ __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset"
 SCHEMA_VERSION = 4
 READS = (3, 4)
 BASELINES = ("last_value", "mean_last_h", "ses")
-# Named configurations. "serving" is the one bench/usage_genai.py's rule picked on the tune
-# pods of the GenAI 2026 serving trace (dev stage only; bench/results/usage_genai.md): small
-# trees, the fleet's load, recency weights, the hurdle and the per-origin re-pick from the
-# fleet's recent errors. Durations
-# are wall time, turned into bins by `preset(name, step)`. "plain": the constructor defaults.
-PRESETS: dict[str, dict] = {
-    "plain": {},
-    "serving": {"num_leaves": 7, "min_child_samples": 200, "learning_rate": 0.03,
-                "fleet": True, "half_life": pd.Timedelta("4h"), "hurdle": True,
-                "recent_window": pd.Timedelta("3h"), "recent_scope": "fleet"},
-}
-
-
-def preset(name: str, step: pd.Timedelta) -> dict:
-    """UsageForecaster keyword arguments of a named preset on bins of width `step`."""
-    if name not in PRESETS:
-        raise ValueError(f"unknown usage preset {name!r} (known: {', '.join(PRESETS)})")
-    return {k: (max(1, int(round(v / step))) if isinstance(v, pd.Timedelta) else v)
-            for k, v in PRESETS[name].items()}
-
-
 class UsageForecaster:
     """fit(long df) on regular bins; predict_origins(df, start) for a backtest."""
 
@@ -241,8 +221,9 @@ class UsageForecaster:
             self.val_scores_["model_no_hurdle"] = best[0]
             if mae < best[0]:
                 self.hurdle_, self.val_scores_["model"], preds["model"] = True, mae, ph
-        self.served_ = ("model" if best[0] < (1 - self.min_gain) * self.val_scores_[best_bl]
-                        else best_bl)
+        # the gate scores the model as it is served (with the hurdle where that validated)
+        self.served_ = ("model" if self.val_scores_["model"] < (1 - self.min_gain) *
+                        self.val_scores_[best_bl] else best_bl)
         self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
         self.q_ = self._conformal(y_val, preds, d["scale"][val_rows], d["flat"][val_rows])
         self.features_ = list(d["X"].columns)
@@ -284,10 +265,33 @@ class UsageForecaster:
     def predict_origins(self, df: pd.DataFrame, start) -> pd.DataFrame:
         """Forecast + baselines at every origin >= start with a complete horizon in `df`."""
         d = self.design(df)
-        d["ses"] = d["ses_all"][self.ses_alpha_]
         t = pd.to_datetime(d["origins"], utc=True)
+        return self._serve(d, np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"])))
+
+    def predict_latest(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The forecast of the next horizon from the end of each series in `df` (regular bins,
+        the model's metric and bin width): origin = the bin after each series' last one.
+        `y_true` is NaN (the future); with a recent window, the re-pick reads the errors of
+        the horizons that ended inside `df`."""
+        df = df.sort_values(["unique_id", "ds"])
+        last = df.groupby("unique_id", sort=False)["ds"].max()
+        step = df.groupby("unique_id", sort=False)["ds"].diff().dropna()
+        step = step[step > pd.Timedelta(0)].min() if len(step) else pd.NaT
+        if pd.isna(step):
+            raise ValueError("series: need at least two bins of one series to know the bin "
+                             "width")
+        nxt = pd.DataFrame({"unique_id": last.index, "ds": last.to_numpy() + step, "y": np.nan})
+        d = self.design(pd.concat([df[["unique_id", "ds", "y"]], nxt], ignore_index=True))
+        t = pd.to_datetime(d["origins"], utc=True)
+        ends = pd.to_datetime(pd.Series(d["ids"]).map(nxt.set_index("unique_id")["ds"]),
+                              utc=True)
+        return self._serve(d, np.asarray(t == pd.DatetimeIndex(ends)))
+
+    def _serve(self, d: dict, rows: np.ndarray) -> pd.DataFrame:
+        """Served p10/p50/p90, the predictor's name and the baselines at the `rows` origins."""
+        d["ses"] = d["ses_all"][self.ses_alpha_]
         known = np.isfinite(d["last_value"])
-        rows = np.asarray((t >= pd.Timestamp(start)) & np.isfinite(d["y_true"]) & known)
+        rows = rows & known
         # every origin with history when the served predictor is re-picked from recent errors
         pick = known if self.recent_window else rows
         ids = d["ids"][pick]

@@ -1,0 +1,64 @@
+"""`POST /v1/usage`: the next horizon's mean usage of running pods (the usage model in service).
+
+The body carries each pod's recent bins (long format, the model's metric and bin width); the
+answer is p10/p50/p90 from the end of each series and, per pod, the predictor behind p50: the
+model, or the baseline served there because the model did not beat it (`model` field), never
+silently. With no two bins of one pod (no bin width) the answer is a 422 naming `series`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+
+from serving import metrics
+from serving.schemas import Problem, UsageRequest, UsageResponse
+from serving.security import ORJSONResponse
+from serving.store import ModelStore
+
+_ERRORS = {422: {"model": Problem, "description": "bad input: the field is named"},
+           503: {"model": Problem, "description": "model missing: the reason is given"}}
+
+
+def _err(status: int, error: str) -> ORJSONResponse:
+    return ORJSONResponse({"error": error, "detail": None}, status_code=status)
+
+
+def forecast(model: Any, version: str, series: pd.DataFrame) -> dict:
+    """The response body for `series` (unique_id, ds, y); ValueError names the bad field."""
+    dup = series.duplicated(["unique_id", "ds"])
+    if dup.any():
+        r = series[dup].iloc[0]
+        raise ValueError(f"series: two rows for {r['unique_id']!r} at {r['ds']}")
+    pred = model.predict_latest(series)
+    rows = [{"unique_id": str(r.unique_id), "origin": pd.Timestamp(r.origin).isoformat(),
+             "p10": float(r.p10), "p50": float(r.p50), "p90": float(r.p90),
+             "model": str(r.model)} for r in pred.itertuples(index=False)]
+    return {"model_version": version, "horizon_bins": int(model.horizon), "forecasts": rows}
+
+
+def add_usage_routes(app: FastAPI, store: ModelStore) -> None:
+    """Mount POST /v1/usage on `app`."""
+
+    @app.post("/v1/usage", tags=["predict"], response_model=UsageResponse, responses=_ERRORS)
+    async def usage(req: UsageRequest) -> ORJSONResponse:
+        """Mean usage over the model's horizon from the end of each pod's series, with p10/p90
+        and the predictor served per pod."""
+        m = store.get("usage")
+        if m is None:
+            metrics.FALLBACKS.labels("usage").inc()
+            reason = store.status["usage"].error or "no usage model loaded"
+            return _err(503, f"usage model unavailable: {reason}")
+        try:
+            s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
+            s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601")
+        except (ValueError, TypeError, OverflowError) as exc:
+            return _err(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
+        try:
+            body = await run_in_threadpool(forecast, m.model, m.version, s)
+        except ValueError as exc:
+            return _err(422, str(exc))
+        metrics.PREDICTIONS.labels("usage").inc(len(body["forecasts"]))
+        return ORJSONResponse(body)

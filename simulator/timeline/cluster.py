@@ -70,7 +70,8 @@ class TimelineCluster(Cluster):
 
     def aggregates(self, allowed: np.ndarray | None = None) -> "Aggregates":
         """What a scheduling pass needs to know whether a shape fits: from the running
-        totals for the whole cluster, in O(N) over the ``allowed`` nodes otherwise."""
+        totals for the whole cluster, in O(N) over the ``allowed`` nodes otherwise (a recount:
+        the replay asks ``aggregates_excluding``; tests check both against it)."""
         if allowed is None:
             if self._every is None:
                 ge, acc = [0] * len(self._hist), 0
@@ -81,13 +82,10 @@ class TimelineCluster(Cluster):
                 self._every = Aggregates(ge, self._mf_top,
                                          self._whole_sum, self._milli_sum)
             return self._every
-        w = self.whole if allowed is None else self.whole[allowed]
+        w, mf, g = self.whole[allowed], self.maxfree[allowed], self.node_free[allowed]
         ge = np.cumsum(np.bincount(w, minlength=9)[::-1])[::-1]  # ge[g]: nodes with >= g
-        mf = self.maxfree if allowed is None else self.maxfree[allowed]
-        g = self.node_free if allowed is None else self.node_free[allowed]
         return Aggregates(ge.tolist(), int(mf.max()) if mf.size else 0, int(w.sum()),
                           int(g.sum()))
-
 
     def aggregates_excluding(self, rows: np.ndarray, key: object = None) -> "Aggregates":
         """``aggregates(mask)`` for the mask that is False on ``rows`` alone, from the running

@@ -45,7 +45,8 @@ class MigNodeSpec:
     gpus: int = 8
 
 
-def mig_cluster(per_model: int = 10, gpus: int = 8, models=MODELS) -> list[MigNodeSpec]:
+def mig_cluster(per_model: int = 10, gpus: int = 8, models: tuple[str, ...] = MODELS
+                ) -> list[MigNodeSpec]:
     return [MigNodeSpec(f"{m.lower()}-{i:02d}", m, gpus) for m in models
             for i in range(per_model)]
 

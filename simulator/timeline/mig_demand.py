@@ -16,6 +16,7 @@ pod survives L with e^(-L/D), and A arrivals spread over L leave A (D/L) (1 - e^
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
@@ -93,7 +94,8 @@ class ArrivalForecast:
         return {p: float(v) for p, v in zip(self.profiles, self.values[k])}
 
 
-def planner_demand(fc: ArrivalForecast, lookahead: int):
+def planner_demand(fc: ArrivalForecast, lookahead: int
+                   ) -> Callable[[float, Any], dict[str, float]]:
     """demand(t, live) for `simulator.timeline.mig.run_mig` (see the module docstring)."""
     def demand(t: float, live) -> dict[str, float]:
         out = {}

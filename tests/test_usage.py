@@ -217,7 +217,8 @@ def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
     # never: with a one-horizon window, only the origin k+H (the first whose past holds bin
     # k+H-1) may serve the model; k+H-1 would read a bin not yet seen
     H, n, k = 5, 30, 12
-    m = UsageForecaster(horizon=H, recent_window=1, recent_scope=scope)
+    from forecaster.usage.repick import recent_pick
+
     t = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
     ids = np.repeat(np.array(["a", "b"], dtype=object), n)
     origins = np.tile(t.tz_localize(None).to_numpy(), 2)
@@ -226,11 +227,15 @@ def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
     cand["model"][[k, n + k]] = 0.0
     y = np.zeros(2 * n)
     y[[n - 1, 2 * n - 1]] = np.nan  # a horizon past the data: no error, nothing to read
-    got = m._recent_pick(ids, origins, y, cand, np.full(2 * n, "fit", dtype=object))
+    static = np.full(2 * n, "fit", dtype=object)
+    got = recent_pick(ids, origins, y, cand, static, H, 1, scope)
     for g in (got[:n], got[n:]):
         assert (g[:H] == "fit").all()  # no horizon has ended yet
         assert list(np.flatnonzero(g == "model")) == [k + H]
         assert set(g[H:]) == {"model", "last_value"}
+    # up to the training end the model's errors are its own targets: not evidence
+    got = recent_pick(ids, origins, y, cand, static, H, 1, scope, train_end=t[k])
+    assert "model" not in set(got)
 
 
 def test_recent_pick_round_trips_with_its_min_gain(tmp_path):

@@ -32,6 +32,7 @@ from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
 from forecaster.usage.presets import PRESETS, preset
+from forecaster.usage.repick import BASELINES, recent_pick
 
 __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",
            "phase_runs", "typical_phase_bins"]
@@ -41,7 +42,6 @@ __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset"
 # base ("none" or a baseline), physical range, time of day; 4: the hurdle classifier (`still.txt`).
 SCHEMA_VERSION = 4
 READS = (3, 4)
-BASELINES = ("last_value", "mean_last_h", "ses")
 class UsageForecaster:
     """fit(long df) on regular bins; predict_origins(df, start) for a backtest."""
 
@@ -184,6 +184,9 @@ class UsageForecaster:
         self.ph_typ_ = typical_phase_bins(df) if self.phases_ else {}
         self.y_max_ = float(self.y_max if self.y_max is not None else df["y"].max())
         d = self.design(df)
+        self.features_ = list(d["X"].columns)  # this fit's columns (a refit may differ)
+        # the re-pick treats the model's errors up to here as in-sample (not evidence)
+        self.train_end_ = pd.Timestamp(pd.to_datetime(df["ds"], utc=True).max())
         ok = np.isfinite(d["y_true"]) & np.isfinite(d["last_value"])  # >= 1 bin of history
         if ok.sum() < 100:
             raise ValueError("not enough training origins (need >= 100 with a full horizon)")
@@ -226,7 +229,6 @@ class UsageForecaster:
                         self.val_scores_[best_bl] else best_bl)
         self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
         self.q_ = self._conformal(y_val, preds, d["scale"][val_rows], d["flat"][val_rows])
-        self.features_ = list(d["X"].columns)
         self.model_ = self._train(d, ok, self.base_)
         self.still_ = self._train_still(d, ok) if self.hurdle_ else None
         return self
@@ -302,8 +304,9 @@ class UsageForecaster:
         served = np.asarray([self.served_series_.get(str(u), self.served_) for u in ids],
                             dtype=object)
         if self.recent_window:
-            served = self._recent_pick(ids, d["origins"][pick], d["y_true"][pick], cand,
-                                       served)
+            served = recent_pick(ids, d["origins"][pick], d["y_true"][pick], cand, served,
+                                 self.horizon, int(self.recent_window), self.recent_scope,
+                                 self.min_gain, getattr(self, "train_end_", None))
             keep = rows[pick]
             ids, served = ids[keep], served[keep]
             cand = {c: p[keep] for c, p in cand.items()}
@@ -320,39 +323,6 @@ class UsageForecaster:
             "p10": np.minimum(np.clip(lo, self.y_min, self.y_max_), p50), "p50": p50,
             "p90": np.maximum(np.clip(hi, self.y_min, self.y_max_), p50), "model": served,
             "model_p50": cand["model"], **{b: cand[b] for b in BASELINES}})
-
-    def _recent_pick(self, ids: np.ndarray, origins: np.ndarray, y: np.ndarray, cand: dict,
-                     static: np.ndarray) -> np.ndarray:
-        """Per origin, re-pick what is served from the absolute errors over the series' last
-        `recent_window` horizons that had *ended* by that origin (origins >= horizon bins
-        back: no future bin is read): the best baseline there, or the model if it beat that
-        baseline by min_gain (the gate's rule, per origin: a baseline is the default, the
-        model earns its place). Load regimes change within hours and the validation tail
-        cannot see the next one. Origins without that history keep the fit-time choice.
-        Rows are per series in time order on regular bins (design's layout)."""
-        H, W = self.horizon, int(self.recent_window)
-        key = pd.Series(ids)
-        rec = {}
-        t = pd.DatetimeIndex(pd.to_datetime(origins, utc=True))
-        for c, p in cand.items():
-            e = pd.Series(np.abs(y - p))  # NaN: the horizon runs past the data
-            if self.recent_scope == "fleet":
-                per_t = e.groupby(t).mean()
-                grid = pd.date_range(per_t.index.min(), per_t.index.max(),
-                                     freq=pd.Series(per_t.index).diff().min())
-                roll = per_t.reindex(grid).shift(H).rolling(W, min_periods=max(1, W // 2))
-                rec[c] = roll.mean().reindex(t).to_numpy()
-                continue
-            past = e.groupby(key).shift(H)  # NaN: horizon not ended
-            rec[c] = past.groupby(key).rolling(W, min_periods=max(1, W // 2)).mean(
-            ).reset_index(level=0, drop=True).sort_index().to_numpy()
-        bl = np.column_stack([rec[b] for b in BASELINES])
-        ok = np.isfinite(bl).all(axis=1) & np.isfinite(rec["model"])
-        best_bl = np.asarray(BASELINES, dtype=object)[np.argmin(np.where(ok[:, None], bl, 0),
-                                                                 axis=1)]
-        model = rec["model"] < (1 - self.min_gain) * np.nanmin(np.where(ok[:, None], bl, np.inf),
-                                                                 axis=1)
-        return np.where(ok, np.where(model, "model", best_bl), static)
 
     # ---------------------------------------------------------------- artifacts
     def save(self, path: str | Path) -> None:
@@ -372,6 +342,7 @@ class UsageForecaster:
             "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
             "recent_window": self.recent_window, "recent_scope": self.recent_scope,
             "min_gain": self.min_gain,  # the re-pick applies it at each origin
+            "train_end": self.train_end_.isoformat(),
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
             "hurdle": self.hurdle, "hurdle_used": self.hurdle_,
             "still_constant": still if isinstance(still, float) else None}, indent=1))
@@ -391,6 +362,7 @@ class UsageForecaster:
                 recent_window=man.get("recent_window"),
                 recent_scope=man.get("recent_scope", "series"),
                 min_gain=man.get("min_gain", 0.03))
+        m.train_end_ = pd.Timestamp(man["train_end"]) if man.get("train_end") else None
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
         m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
         m.served_, m.served_series_ = man["served"], man["served_series"]

@@ -71,6 +71,9 @@ VARIANTS = {
     "foresight-nobalance": lambda: foresight(balance=0.0),
     "foresight-nofit": lambda: foresight(fit_scope="none"),
     # second pass (default-spec20): the reserve cost on class-usable GPU, the stranded ratio
+    "foresight-pass1": lambda: foresight(reserve_usable=False, reserve_weight=1.0,
+                                         strand_ratio="all"),  # Foresight of the first pass
+    "foresight-usable1-strandall": lambda: foresight(reserve_weight=1.0, strand_ratio="all"),
     "foresight-reserve1": lambda: foresight(reserve_weight=1.0),
     "foresight-reserve-gpu": lambda: foresight(reserve_usable=False),
     "foresight-reserve-gpu1": lambda: foresight(reserve_usable=False, reserve_weight=1.0),

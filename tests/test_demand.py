@@ -230,3 +230,16 @@ def test_gateway_qps_is_the_gateway_wide_series():
     assert s["unique_id"].unique().tolist() == ["gateway"]
     assert s["y"].min() >= gw["value"].min() and s["y"].max() <= gw["value"].max()
     assert len(s) == pytest.approx((gw["timestamp_anon"].max() - gw["timestamp_anon"].min()) / 60, abs=2)
+
+
+def test_cli_target_auto_follows_the_aggregation():
+    """Summed series are arrivals (the DLRM dev design: ratio target, floor, slower trees),
+    averaged ones levels (residual); a bad value is a one-line user error."""
+    from foresight.commands.demand import ARRIVALS, _target
+    from foresight.errors import ForesightError
+
+    assert _target("auto", "sum") == ARRIVALS and ARRIVALS["target"] == "ratio"
+    assert _target("auto", "mean") == {"target": "residual"}
+    assert _target("residual", "sum") == {"target": "residual"}
+    with pytest.raises(ForesightError, match="bad --target 'x'"):
+        _target("x", "sum")

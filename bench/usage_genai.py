@@ -87,24 +87,28 @@ READING = [
     "- Memory used is step-like (a model loaded, a cache grown): what wins on the validation "
     "tail (the model, or the EWMA, while the load still falls) need not win in a window where"
     " memory hardly moves and the last value is exact; compare `val_*` with the test MAEs.",
-    "- Session 4, after the first final run (so the final pods were seen before these three "
-    "changes; each was then chosen by the dev rule, and the final stage rerun): (6) the hurdle"
+    "- Session 4, after the first final run (so the final pods were seen before these "
+    "changes; each was then chosen by the dev rule and the final stage rerun): (6) the hurdle"
     " (`recent_hurdle`): a classifier of \"the horizon's mean equals the last value\"; where it"
     " says so with p >= 0.5 the forecast is the last value, the absolute-error optimum when "
     "most mass sits there; kept only if it validates. (7) The per-origin re-pick "
-    "(`hurdle_pick*`): at each origin the served predictor is the best baseline over the last "
-    "60/180 bins of *ended* horizons, or the model if it beat it there by 3 %; the validation"
-    " tail cannot see the next regime, recent errors can. With it the dev served ratios left "
-    "1.000, so the rule changed to the served ratio (RULE). (8) `_fleet`: the recent errors "
-    "pooled over all pods (the regime is fleet-wide; one pod's rare memory steps make its own"
-    " window noisy). `foresight usage backtest` serves this pick as its default preset "
+    "(`hurdle_pick*`, forecaster/usage/repick.py): at each origin the served predictor is the"
+    " best baseline over the last 60/180 bins of *ended* horizons, or the model if it beat it"
+    " there by 3 %; the validation tail cannot see the next regime, recent errors can. With it"
+    " the dev served ratios left 1.000, so the rule changed to the served ratio (RULE). (8) "
+    "`_fleet`: those errors pooled over all pods (the regime is fleet-wide; one pod's rare "
+    "memory steps make its own window noisy). (9) After a review: the model's errors on "
+    "origins up to its training end are in-sample and no longer count; from then on a "
+    "re-pick needs W/2 + H out-of-sample bins before the model can earn a pick, which the 3 h"
+    " dev window leaves little room for at W = 180, so the rule now picks the 60-bin fleet "
+    "window. `foresight usage backtest` serves the rule's pick as its default preset "
     "(`--preset serving`).",
     "- Why memory stays above the last value: in the test window 86 % of 10-min horizons "
     "(69 % at 30 min) end exactly at the last value, and all of the last value's error sits "
     "on the others. On those the model is only 10 % (10 min) / 4 % (30 min) better than the "
     "last value, so even a hurdle that knew in advance which horizons stay flat would reach "
-    "0.90x / 0.96x (all pods, `hurdle_pick180` fit); the learned hurdle, trained while memory"
-    " still moved, calls too few of them flat.",
+    "0.90x / 0.96x (all pods, `hurdle_pick180` fit, session 4); the learned hurdle, trained "
+    "while memory still moved, calls too few of them flat.",
 ]
 
 

@@ -380,15 +380,15 @@ def test_cli_backtest(tmp_path, capsys):
             "model"} <= set(p.columns)
     assert "served overall" in shown and "validation MAE" in shown
     assert "re-picked" not in shown
-    # the default preset ("serving"): 3 h of 1-min bins for the re-pick, 4 h half-life
+    # the default preset ("serving"): 1 h of 1-min bins for the re-pick, 4 h half-life
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--save",
                str(tmp_path / "m")])
     shown = capsys.readouterr().out
     flat = " ".join(shown.split())  # rich wraps lines at the terminal width
-    assert rc == 0 and "re-picked at each origin" in flat and "last 180 bins" in flat
+    assert rc == 0 and "re-picked at each origin" in flat and "last 60 bins" in flat
     man = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    assert man["recent_window"] == 180 and man["hurdle"] is True and man["half_life"] == 240
+    assert man["recent_window"] == 60 and man["hurdle"] is True and man["half_life"] == 240
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--no-hurdle",
                "--recent-window", "30", "--save", str(tmp_path / "m2")])

@@ -11,7 +11,7 @@ PRESETS: dict[str, dict] = {
     "plain": {},
     "serving": {"num_leaves": 7, "min_child_samples": 200, "learning_rate": 0.03,
                 "fleet": True, "half_life": pd.Timedelta("4h"), "hurdle": True,
-                "recent_window": pd.Timedelta("3h"), "recent_scope": "fleet"},
+                "recent_window": pd.Timedelta("1h"), "recent_scope": "fleet"},
 }
 
 

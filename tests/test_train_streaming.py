@@ -83,3 +83,22 @@ def test_partitions_hold_the_generated_history(tmp_path):
     pd.testing.assert_frame_equal(t["samples"].sort_values(key, ignore_index=True),
                                   c.samples.sort_values(key, ignore_index=True))
     pd.testing.assert_frame_equal(t["pods"], c.pods)
+
+
+def test_usage_long_on_codes_equals_string_keys(parted):
+    """usage_long groups by integer codes; the string-key version it replaced gives the same
+    series, from string columns and from categoricals (Parquet dictionaries) alike."""
+    from features.demand_series import regularize
+    from features.usage_series import usage_long
+
+    s = read_tables(parted)["samples"]
+    m = s[(s["metric"] == "DCGM_FI_PROF_SM_ACTIVE") & (s["pod"] != "")]
+    uid = m["namespace"] + "/" + m["pod"] + "/" + m["node"] + "/" + m["gpu"]
+    d = pd.DataFrame({"unique_id": uid.to_numpy(), "ds": m["ts"].dt.floor("2min").to_numpy(),
+                      "y": m["value"].to_numpy()})
+    d = d.groupby(["unique_id", "ds"], sort=True)["y"].mean().reset_index()
+    ref = regularize(d, "2min", agg="mean")[["unique_id", "ds", "y"]]
+    cats = s.astype({c: "category" for c in ("node", "gpu", "uuid", "namespace", "pod",
+                                             "metric")})
+    for table in (s, cats):
+        pd.testing.assert_frame_equal(usage_long(table, "sm", "2min"), ref)

@@ -59,8 +59,10 @@ def main() -> None:
               "uses predictions (P100 pair speeds mapped to V100 by a line fitted online to the "
               "pairs already seen sharing a GPU, whose measured speed it then knows; memory "
               "ratios of pods placed before). It refuses GPUs with a predicted memory overflow and "
-              "counts a predicted-slow partner as 775 fragment milli (chosen on dev seeds 0-2: "
-              "700 left more slow pairs than `random`, 850 cost 4 points of allocation). "
+              "counts a predicted-slow partner as 700 fragment milli (rule, dev seeds 0-2: the "
+              "smallest cost whose slow pairs fall below `random`'s; 775 before the stranded "
+              "term took GPU pods' CPU per GPU (commit 8f511dd), after which 775 cost 9 points "
+              "of allocation on dev and 650 left 1010 slow pairs against `random`'s 905). "
               "Means over seeds "
               f"{a.seeds}; `alloc packing-only` = the same policy without the mode.", "",
               "| policy | alloc at 100% | alloc packing-only | sharing pods | co-located pairs | "

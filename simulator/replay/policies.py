@@ -244,7 +244,11 @@ class Foresight(FGD):
     reserve_weight = 2.0  # fragment milli per class-usable milli taken x the class's pressure
     reserve_usable = True  # charge the GPU a class could use (CPU, memory), not the GPU taken
     strand_ratio = "gpu-pods"  # CPU/memory per GPU of the stranded term (see _strand_demand)
-    slow_cost = 775.0  # beyond-packing mode: fragment milli a predicted-slow pair costs (dev 0-2)
+    # beyond-packing mode: fragment milli a predicted-slow pair costs. Rule (dev seeds 0-2):
+    # the smallest cost whose slow pairs fall below `random`'s. 775 under the all-pods
+    # stranded ratio; with the GPU-pods ratio (issue 13) the curve moved: 650 -> 95.22 %
+    # alloc / 1010 slow pairs, 700 -> 92.47 / 752, 775 -> ~86 / ~400 (`random`: 905)
+    slow_cost = 700.0
     oom_filter = True  # beyond-packing mode: never share a GPU with a predicted memory overflow
 
     def reset(self, cluster, trace):

@@ -177,6 +177,10 @@ def render(runs: list[dict], command: str) -> str:
             "(`bench/results/pairs_speed.md`, 4 d x 64 GPUs, string input); same-process "
             "comparison on the input the job now reads in `bench/results/"
             "pairs_speed_categorical.md`.",
+            "- Not linear: `shard` + `read` wall (the regrouping writes 77 files per node group "
+            "into the scratch directory, 4,928 at 1,024 GPUs, and reads them back) grows faster "
+            "than the samples while total CPU stays on its line: waiting on the disk, not "
+            "investigated further.",
             "- pyarrow does the regrouping (already a dependency; dictionary-encoded string "
             "columns arrive as categoricals). DuckDB and Polars were not measured against it: "
             "neither is installed in the project environment.",

@@ -240,8 +240,10 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
 
 
 def run(history: History, registry: str, cfg: TrainConfig,
-        on_step: Callable[[str, str], None] = lambda kind, step: None) -> RunResult:
-    """Train every configured kind on `history` and publish what passes the gate."""
+        on_step: Callable[[str, str], None] = lambda kind, step: None,
+        on_progress: Callable[[str, int, int, int], None] | None = None) -> RunResult:
+    """Train every configured kind on `history` and publish what passes the gate.
+    `on_progress(stage, done, total, rows)` follows the partitioned features pass."""
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
     reg = Registry(registry)
@@ -254,7 +256,7 @@ def run(history: History, registry: str, cfg: TrainConfig,
 
         builds, hyg, passed = streamed_features(history, cfg, tuple(k for k in cfg.kinds
                                                                     if k in KINDS),
-                                                lambda s: on_step("data", s))
+                                                lambda s: on_step("data", s), on_progress)
         stages.update(passed)
     else:
         on_step("data", "hygiene")

@@ -14,8 +14,10 @@ import ctypes
 import statistics
 import tempfile
 import time
+from dataclasses import is_dataclass, replace
 from typing import Callable
 
+from features.sample_store import Shards
 from training.hygiene import HygieneReport, clean_samples
 from training.kinds import load_kind
 from training.sources import TRAINING_METRICS, History
@@ -43,47 +45,107 @@ def merge_reports(reports: list[HygieneReport], missing: list[str]) -> HygieneRe
     return out
 
 
+def group_features(shards: Shards, g: int, present: set[str], kinds: tuple[str, ...],
+                   history: History, cfg) -> tuple[HygieneReport, dict, dict[str, float], int] | None:
+    """One node group's share: read it, clean it, hand it to each kind's `partial`. A plain
+    function of picklable arguments, so a Dask worker runs it as well as this process
+    (the scratch directory must then be storage the workers see)."""
+    secs: dict[str, float] = {}
+    t = time.perf_counter()
+    df = shards.read(g)
+    secs["read"] = time.perf_counter() - t
+    if df is None or df.empty:
+        return None
+    rows = len(df)
+    t = time.perf_counter()
+    df, rep = clean_samples(df, TRAINING_METRICS, present)
+    secs["hygiene"] = time.perf_counter() - t
+    parts = {}
+    for k in kinds:
+        t = time.perf_counter()
+        parts[k] = load_kind(k).partial(df, history, cfg)
+        secs[f"{k}.partial"] = time.perf_counter() - t
+    del df
+    _trim()
+    return rep, parts, secs, rows
+
+
+def _local(shards, n, args, progress):
+    for g in range(n):
+        out = group_features(shards, g, *args)
+        progress(g, out)
+        yield g, out
+
+
+def _on_dask(client, shards, n, args, progress):
+    """One Dask task per node group; results come back as they finish and are put back in
+    group order, so `combine` sees the same parts as the local pass."""
+    from distributed import as_completed
+
+    futures = client.map(group_features, [shards] * n, list(range(n)), *[[a] * n for a in args],
+                         pure=False)
+    index = {f.key: g for g, f in enumerate(futures)}
+    done: dict[int, object] = {}
+    for f in as_completed(futures):
+        g = index[f.key]
+        done[g] = f.result()
+        f.release()
+        progress(g, done[g])
+    return sorted(done.items())
+
+
 def streamed_features(history: History, cfg, kinds: tuple[str, ...],
-                      on_step: Callable[[str], None] = lambda s: None
+                      on_step: Callable[[str], None] = lambda s: None,
+                      on_progress: Callable[[str, int, int, int], None] | None = None
                       ) -> tuple[dict[str, Callable[[], object]], HygieneReport, dict]:
     """Run the pass; returns, per kind that reads samples, a callable building its data (its
     `combine`, left to the kind's own features stage), the merged hygiene report, and
-    seconds per stage (shard, hygiene, <kind>.partial)."""
+    seconds per stage (shard, hygiene, <kind>.partial; summed over workers on Dask).
+    `on_progress(stage, done, total, rows)` follows the split and the node groups; with
+    `cfg.dask_client` set the groups run as Dask tasks."""
     store = history.store
-    mods = {k: load_kind(k) for k in kinds}
-    mods = {k: m for k, m in mods.items() if hasattr(m, "partial")}
+    mods = tuple(k for k in kinds if hasattr(load_kind(k), "partial"))
     present = set(store.metrics)
-    stages: dict[str, float] = {}
+    stages: dict[str, float] = {"shard": 0.0, "hygiene": 0.0, "read": 0.0}
+    stages.update({f"{k}.partial": 0.0 for k in mods})
     parts: dict[str, list] = {k: [] for k in mods}
     reports = []
+    client = getattr(cfg, "dask_client", None)
+    # what a task needs of the history and the config: no sample store, no client
+    ctx = (present, mods, replace(history, samples=None, store=None),
+           replace(cfg, dask_client=None) if is_dataclass(cfg) else cfg)
+    prog = on_progress or (lambda stage, i, k, rows: None)
     with tempfile.TemporaryDirectory(prefix="foresight-groups-",
                                      dir=getattr(cfg, "scratch", None)) as tmp:
         n = store.group_count(getattr(cfg, "group_gpus", 16))
         t = time.perf_counter()
-        shards = store.shard(tmp, n, lambda i, k: on_step(f"split by node group: {i}/{k} "
-                                                          "partitions"))
+
+        def split(i: int, k: int) -> None:
+            on_step(f"split by node group: {i}/{k} partitions")
+            prog("split by node group", i, k, 0)
+
+        shards = store.shard(tmp, n, split)
         stages["shard"] = round(time.perf_counter() - t, 3)
-        stages["hygiene"] = stages["read"] = 0.0
-        for k in mods:
-            stages[f"{k}.partial"] = 0.0
-        for g in range(n):
-            t = time.perf_counter()
-            df = shards.read(g)
-            stages["read"] += time.perf_counter() - t
-            if df is None or df.empty:
+        seen = {"groups": 0, "rows": 0}
+
+        def progress(g: int, out) -> None:
+            seen["groups"] += 1
+            seen["rows"] += out[3] if out else 0
+            on_step(f"features: node group {seen['groups']}/{n} ({seen['rows']:,} samples)")
+            prog("features by node group", seen["groups"], n, seen["rows"])
+
+        results = (_on_dask(client, shards, n, ctx, progress) if client is not None
+                   else _local(shards, n, ctx, progress))
+        for _, out in results:
+            if out is None:
                 continue
-            on_step(f"features: node group {g + 1}/{n} ({len(df):,} samples)")
-            t = time.perf_counter()
-            df, rep = clean_samples(df, TRAINING_METRICS, present)
+            rep, got, secs, _ = out
             reports.append(rep)
-            stages["hygiene"] += time.perf_counter() - t
-            for k, m in mods.items():
-                t = time.perf_counter()
-                parts[k].append(m.partial(df, history, cfg))
-                stages[f"{k}.partial"] += time.perf_counter() - t
-            del df
-            _trim()
+            for k, v in secs.items():
+                stages[k] += v
+            for k in mods:
+                parts[k].append(got[k])
     stages = {k: round(v, 3) for k, v in stages.items()}
     hyg = merge_reports(reports, sorted(m for m in TRAINING_METRICS if m not in present))
-    build = {k: (lambda m=m, p=parts[k]: m.combine(p, history, cfg)) for k, m in mods.items()}
+    build = {k: (lambda m=load_kind(k), p=parts[k]: m.combine(p, history, cfg)) for k in mods}
     return build, hyg, stages

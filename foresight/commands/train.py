@@ -7,7 +7,8 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn,
+                           TimeRemainingColumn)
 from rich.table import Table
 
 import sys
@@ -117,6 +118,7 @@ def register(app: typer.Typer) -> None:
         steps = ("features", "fit", "backtest", "compare", "publish")
         with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                      TextColumn("eta"), TimeRemainingColumn(),
                       console=console, transient=False) as bar:
             task = bar.add_task("fetch history", total=2 + len(cfg.kinds) * len(steps))
             history = _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes,
@@ -129,8 +131,17 @@ def register(app: typer.Typer) -> None:
                 if kind != "data":
                     bar.advance(task)
 
+            passes: dict[str, object] = {}
+
+            def on_progress(stage: str, done: int, total: int, rows: int) -> None:
+                # one bar per pass of the partitioned history (split, node groups): count and ETA
+                if stage not in passes:
+                    passes[stage] = bar.add_task(stage, total=total)
+                label = f"{stage} ({rows:,} samples)" if rows else stage
+                bar.update(passes[stage], completed=done, total=total, description=label)
+
             try:
-                result = run(history, registry, cfg, on_step)
+                result = run(history, registry, cfg, on_step, on_progress)
             finally:
                 if cfg.dask_client is not None:
                     cfg.dask_client.close()

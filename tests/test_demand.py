@@ -243,3 +243,36 @@ def test_cli_target_auto_follows_the_aggregation():
     assert _target("residual", "sum") == {"target": "residual"}
     with pytest.raises(ForesightError, match="bad --target 'x'"):
         _target("x", "sum")
+
+
+def test_ewma_mix_is_a_named_candidate_that_round_trips(tmp_path):
+    """mix=True: the mean of the EWMAs at every alpha of the grid is one more fallback,
+    validated and served by name. A random walk (a fast EWMA is right, picked on the fitting
+    part) that turns into noise around a level (a slow one is right) in the validation tail:
+    the combination beats the EWMA picked on the fitting part there."""
+    from forecaster.demand.features import EWMA_ALPHAS
+
+    rng = np.random.default_rng(3)
+    n, cut = 900, 540
+    y = 50 + np.cumsum(rng.normal(0, 3, n))
+    y[cut:] = y[cut - 1] + rng.normal(0, 6, n - cut)
+    ds = pd.date_range("2026-01-05", periods=n, freq="1min", tz="UTC")
+    df = pd.DataFrame({"unique_id": "g", "ds": ds, "y": y})
+    T = ds[780]
+    kw = dict(agg="mean", with_ets=False, n_estimators=20, val_bins=180, base="ewma")
+    pred, met, model = backtest(df, "1min", 10, T, mix=True, **kw)
+    mix = np.mean([df["y"].ewm(alpha=a).mean().shift(1) for a in EWMA_ALPHAS], axis=0)
+    at = df.set_index("ds").index.get_indexer(pd.to_datetime(pred["origin"], utc=True))
+    np.testing.assert_allclose(pred["ewma_mix"], mix[at])
+    sc = model.val_scores_["g"]
+    assert sc["ewma_mix"] < min(sc["ewma"], sc["persistence"], sc["model"])
+    assert model.served("g") == "ewma_mix" and (pred["model"] == "ewma_mix").all()
+    np.testing.assert_allclose(pred["p50"], pred["ewma_mix"])
+    model.save(tmp_path / "m")
+    back = DemandForecaster.load(tmp_path / "m")
+    assert back.mix and back.served("g") == "ewma_mix"
+    pd.testing.assert_frame_equal(model.predict(df), back.predict(df))
+    _, _, plain = backtest(df, "1min", 10, T, **kw)  # off by default: not a candidate
+    assert "ewma_mix" not in plain.val_scores_["g"] and "ewma_mix" not in plain.baselines()
+    with pytest.raises(ValueError, match="agg='mean'"):
+        DemandForecaster(freq="1min", horizon=10, agg="sum", mix=True).fit(df)

@@ -15,6 +15,8 @@ window, the `val_bins` origins just before test_start, so coverage is comparable
 - mean_last_h, ewma (agg="mean" only): the mean of the last H bins; an EWMA of past bins
   (alpha picked on the fitting part).
 - snaive_day / snaive_week: the same window one day / one week earlier.
+- ewma_mix (with `mix=True`): the forecaster's own forecast combination, the mean of the
+  EWMAs at every alpha of its grid (a candidate it may serve, not a simple baseline).
 - ets: statsforecast AutoETS (non-seasonal, fitted once on the data before the calibration
   window), its state filtered over the trailing `ets_input_bins` at each origin
   (cross_validation with refit=False). Why not MSTL or a 144-season ETS: measured here,
@@ -30,7 +32,8 @@ import pandas as pd
 
 from forecaster.demand.model import DemandForecaster
 
-BASELINES = ("persistence", "mean_last_h", "ewma", "snaive_day", "snaive_week", "ets")
+BASELINES = ("persistence", "mean_last_h", "ewma", "ewma_mix", "snaive_day", "snaive_week",
+             "ets")
 
 
 def ets_baseline(df: pd.DataFrame, horizon: int, agg: str, freq: str, first_origin,

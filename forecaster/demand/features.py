@@ -70,6 +70,8 @@ class Design:
     def baseline(self, name: str) -> np.ndarray:
         if name == "ewma":  # EWMA of the bins before t, at the alpha the forecaster chose
             return self.extra["ewma"][self.extra["alpha"]]
+        if name == "ewma_mix":  # a forecast combination: the mean over every alpha's EWMA
+            return np.mean(list(self.extra["ewma"].values()), axis=0)
         return getattr(self, name)
 
 

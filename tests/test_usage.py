@@ -211,6 +211,13 @@ def test_recent_pick_follows_a_regime_change_without_leaking(scope):
     np.testing.assert_allclose(at(a)["p50"], at(b)["p50"])
 
 
+def two_series(n):
+    """Bins, series ids and origins of two series of n 1-min bins (recent_pick's layout)."""
+    t = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
+    return (t, np.repeat(np.array(["a", "b"], dtype=object), n),
+            np.tile(t.tz_localize(None).to_numpy(), 2))
+
+
 @pytest.mark.parametrize("scope", ["series", "fleet"])
 def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
     # the model is exact on the horizon from origin k alone (bins k .. k+H-1), the baselines
@@ -219,9 +226,7 @@ def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
     H, n, k = 5, 30, 12
     from forecaster.usage.repick import recent_pick
 
-    t = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
-    ids = np.repeat(np.array(["a", "b"], dtype=object), n)
-    origins = np.tile(t.tz_localize(None).to_numpy(), 2)
+    t, ids, origins = two_series(n)
     cand = {"last_value": np.full(2 * n, 1.0), "mean_last_h": np.full(2 * n, 1.5),
             "ses": np.full(2 * n, 2.0), "model": np.full(2 * n, 3.0)}
     cand["model"][[k, n + k]] = 0.0
@@ -380,7 +385,7 @@ def test_cli_backtest(tmp_path, capsys):
             "model"} <= set(p.columns)
     assert "served overall" in shown and "validation MAE" in shown
     assert "re-picked" not in shown
-    # the default preset ("serving"): 1 h of 1-min bins for the re-pick, 4 h half-life
+    # the default preset ("serving"): 6 horizons of ended errors for the re-pick, 4 h half-life
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--save",
                str(tmp_path / "m")])
@@ -388,14 +393,16 @@ def test_cli_backtest(tmp_path, capsys):
     flat = " ".join(shown.split())  # rich wraps lines at the terminal width
     assert rc == 0 and "re-picked at each origin" in flat and "last 60 bins" in flat
     man = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    assert man["recent_window"] == 60 and man["hurdle"] is True and man["half_life"] == 240
+    assert man["recent_window"] == 6 and man["recent_unit"] == "horizons"  # 6 x 10 bins
+    assert man["hurdle"] is True and man["half_life"] == 240
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--no-hurdle",
                "--recent-window", "30", "--save", str(tmp_path / "m2")])
     flat = " ".join(capsys.readouterr().out.split())
     assert rc == 0 and "last 30 bins" in flat
     man = json.loads((tmp_path / "m2" / "manifest.json").read_text())
-    assert man["recent_window"] == 30 and man["hurdle"] is False
+    assert man["recent_window"] == 30 and man["recent_unit"] == "bins"
+    assert man["hurdle"] is False
     for bad in (["--y-max", "-1"], ["--half-life", "0"], ["--recent-window", "-5"],
                 ["--preset", "fancy"]):
         rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon",
@@ -482,3 +489,49 @@ def test_cli_backtest_with_phases(tmp_path, capsys):
         assert rc == 0, capsys.readouterr()
         outs.append(pd.read_csv(out))
     pd.testing.assert_frame_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("scope", ["series", "fleet"])
+def test_recent_pick_leaves_the_validated_choice_only_on_evidence(scope):
+    # the model beats the validated choice (last_value) by 10 % on average in the window,
+    # but its error swings: z = 0 follows the mean, z = 1.645 (one-sided 5 %, with W / H
+    # effective samples) keeps the validated choice; a steady 10 % gain is evidence at any z
+    from forecaster.usage.repick import recent_pick
+
+    H, n, W = 5, 80, 20
+    t, ids, origins = two_series(n)
+    y = np.zeros(2 * n)
+    swing = np.where(np.arange(2 * n) % 2 == 0, 0.3, 1.5)  # mean 0.9, sd 0.6
+    cand = {"last_value": np.full(2 * n, 1.0), "mean_last_h": np.full(2 * n, 2.0),
+            "ses": np.full(2 * n, 2.0), "model": swing}
+    static = np.full(2 * n, "last_value", dtype=object)
+    late = np.tile(np.arange(n) >= H + W, 2)
+    assert (recent_pick(ids, origins, y, cand, static, H, W, scope)[late] == "model").all()
+    kept = recent_pick(ids, origins, y, cand, static, H, W, scope, z=1.645)
+    assert (kept[late] == "last_value").all()
+    steady = {**cand, "model": np.full(2 * n, 0.9)}
+    got = recent_pick(ids, origins, y, steady, static, H, W, scope, z=1.645)
+    assert (got[late] == "model").all()
+    # a choice the re-pick cannot score (no candidate of that name) is left as before
+    other = np.full(2 * n, "fit", dtype=object)
+    assert (recent_pick(ids, origins, y, cand, other, H, W, scope, z=1.645)[late]
+            == "model").all()
+
+
+def test_recent_window_in_horizons_round_trips(tmp_path):
+    # recent_unit="horizons": the window holds recent_window horizons (3 x 10 bins), the
+    # same as 30 bins; the unit and the evidence threshold live in the manifest
+    df = regime_series(seed=2)
+    start = pd.Timestamp("2026-01-01T06:00Z")
+    kw = dict(horizon=10, n_estimators=60, recent_scope="fleet", recent_z=1.0)
+    m = UsageForecaster(**kw, recent_window=3, recent_unit="horizons").fit(df[df["ds"] < start])
+    b = UsageForecaster(**kw, recent_window=30).fit(df[df["ds"] < start])
+    assert m.window_bins() == 30 == b.window_bins()
+    a = m.predict_origins(df, start)
+    pd.testing.assert_frame_equal(a, b.predict_origins(df, start))
+    m.save(tmp_path / "h")
+    man = json.loads((tmp_path / "h" / "manifest.json").read_text())
+    assert man["recent_unit"] == "horizons" and man["recent_z"] == 1.0
+    q = UsageForecaster.load(tmp_path / "h")
+    assert q.window_bins() == 30 and q.recent_z == 1.0
+    pd.testing.assert_frame_equal(q.predict_origins(df, start), a)

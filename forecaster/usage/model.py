@@ -54,7 +54,8 @@ class UsageForecaster:
                  y_max: float | None = None, drop: tuple[str, ...] = (),
                  fleet: bool = False, half_life: float | None = None,
                  hurdle: bool = False, recent_window: int | None = None,
-                 recent_scope: str = "series") -> None:
+                 recent_scope: str = "series", recent_unit: str = "bins",
+                 recent_z: float = 0.0) -> None:
         self.horizon = horizon
         self.val_frac = val_frac
         self.coverage = coverage
@@ -85,6 +86,10 @@ class UsageForecaster:
         # "series": each series' own recent errors; "fleet": pooled over every series (a
         # load regime is fleet-wide, and one series' rare steps make its own errors noisy)
         self.recent_scope = recent_scope
+        # "bins", or "horizons": the window holds recent_window horizons (the same number of
+        # independent errors at every horizon); recent_z: evidence needed to leave the
+        # fit-time choice (forecaster/usage/repick.py)
+        self.recent_unit, self.recent_z = recent_unit, recent_z
         self.phases_, self.ph_typ_ = False, {}
 
     # ---------------------------------------------------------------- design matrix
@@ -289,6 +294,11 @@ class UsageForecaster:
                               utc=True)
         return self._serve(d, np.asarray(t == pd.DatetimeIndex(ends)))
 
+    def window_bins(self) -> int:
+        """The re-pick's window in bins."""
+        k = self.horizon if self.recent_unit == "horizons" else 1
+        return int(self.recent_window) * k
+
     def _serve(self, d: dict, rows: np.ndarray) -> pd.DataFrame:
         """Served p10/p50/p90, the predictor's name and the baselines at the `rows` origins."""
         d["ses"] = d["ses_all"][self.ses_alpha_]
@@ -305,8 +315,9 @@ class UsageForecaster:
                             dtype=object)
         if self.recent_window:
             served = recent_pick(ids, d["origins"][pick], d["y_true"][pick], cand, served,
-                                 self.horizon, int(self.recent_window), self.recent_scope,
-                                 self.min_gain, getattr(self, "train_end_", None))
+                                 self.horizon, self.window_bins(), self.recent_scope,
+                                 self.min_gain, getattr(self, "train_end_", None),
+                                 self.recent_z)
             keep = rows[pick]
             ids, served = ids[keep], served[keep]
             cand = {c: p[keep] for c, p in cand.items()}
@@ -341,6 +352,7 @@ class UsageForecaster:
             "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
             "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
             "recent_window": self.recent_window, "recent_scope": self.recent_scope,
+            "recent_unit": self.recent_unit, "recent_z": self.recent_z,
             "min_gain": self.min_gain,  # the re-pick applies it at each origin
             "train_end": self.train_end_.isoformat(),
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
@@ -361,6 +373,7 @@ class UsageForecaster:
                 half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"],
                 recent_window=man.get("recent_window"),
                 recent_scope=man.get("recent_scope", "series"),
+                recent_unit=man.get("recent_unit", "bins"), recent_z=man.get("recent_z", 0.0),
                 min_gain=man.get("min_gain", 0.03))
         m.train_end_ = pd.Timestamp(man["train_end"]) if man.get("train_end") else None
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]

@@ -103,6 +103,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     given = {"fleet": fleet, "half_life": half_life, "hurdle": hurdle,
              "recent_window": recent_window}
     kw.update({k: v for k, v in given.items() if v is not None})
+    if recent_window is not None:  # given in bins, whatever unit the preset counts in
+        kw["recent_unit"] = "bins"
     kw["recent_window"] = kw.get("recent_window") or None  # 0: off
     try:
         model = UsageForecaster(horizon=H, y_max=y_max, time_of_day=time_of_day,
@@ -124,8 +126,10 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     if model.recent_window:
         whose = "the fleet's" if model.recent_scope == "fleet" else "each series' own"
         console.print(f"re-picked at each origin from {whose} errors over the last "
-                      f"{model.recent_window} bins of ended horizons: the best baseline there, "
-                      f"or the model if it beat it by {model.min_gain:.0%}")
+                      f"{model.window_bins()} bins of ended horizons: the best baseline there, "
+                      f"or the model if it beat it by {model.min_gain:.0%}" + (
+                          f", leaving the validated choice only {model.recent_z:g} standard "
+                          "errors clear of it" if model.recent_z else ""))
     console.print(f"wrote {out}" + (f" and the model to {save}" if save else ""))
 
 

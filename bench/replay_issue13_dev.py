@@ -8,7 +8,11 @@ cd390ab = FGD with random CPU-only ties and Foresight before issue 13; a4f2c22 =
 of issue 13 (the `fgd-tie-*` variants override the CPU-only tie, so they run like cd390ab);
 rows with `"pass": 2` ran on the policies of issue 13's second pass (`default-spec20`:
 class-usable reserve, weight 2, stranded ratio of GPU pods), where `foresight-reserve-gpu1` +
-`foresight-strand-all` together are the first pass's Foresight.
+`foresight-strand-all` together are the first pass's Foresight. Rows with `"pass": 3` ran on
+issue 13's third pass (host reserve and CPU-excess tie-break; `foresight-pass2` = the second
+pass's Foresight); the earlier variants now run on top of the third pass's defaults. Pass-3
+rows named `foresight-shapes*`, `-cpupods`, `-hostsc*`, `-hostss*` ran exploratory code that
+was dropped (see the Reading of replay_generalize.md).
 """
 from __future__ import annotations
 
@@ -79,7 +83,58 @@ VARIANTS = {
     "foresight-reserve-gpu1": lambda: foresight(reserve_usable=False, reserve_weight=1.0),
     "foresight-strand-all": lambda: foresight(strand_ratio="all"),
     "foresight-strand-gpuonly": lambda: foresight(strand_ratio="gpu-pods-only"),
+    # third pass (default-spec20): CPU-rich hosts kept for a class's CPU-heavy pods
+    # (host_weight) and whole-GPU pods' tie-break toward nodes with no spare CPU (whole_tie);
+    # both are Foresight's defaults since pass 3
+    "foresight-pass2": lambda: foresight(whole_tie="bestfit", host_weight=0.0),
+    "foresight-hosts2-only": lambda: foresight(whole_tie="bestfit"),
+    "foresight-hosts4-only": lambda: foresight(whole_tie="bestfit", host_weight=4.0),
+    "foresight-hosts8-only": lambda: foresight(whole_tie="bestfit", host_weight=8.0),
+    "foresight-excess-only": lambda: foresight(host_weight=0.0),
+    "foresight-excess-hosts1": lambda: foresight(host_weight=1.0),
+    "foresight-excess-hosts4": lambda: foresight(host_weight=4.0),
 }
+
+
+def _keep_off(light_too: bool, cost: float = 1e5) -> P.Policy:
+    """Upper-bound probe (not a policy): pods other than CPU-heavy P100-only ones pay ``cost``
+    on the 64-core P100 nodes, so those nodes' CPU waits for the P100 pods that need it."""
+    class KeepOff(P.Foresight):
+        name = "foresight-keepoff"
+        whole_tie, host_weight = "bestfit", 0.0  # on top of the second pass's Foresight
+
+        def score(self, pod, node_ok, slots):
+            node, slot = super().score(pod, node_ok, slots)
+            nd = self.cluster.nodes
+            big = (nd.model == "P100") & (nd.cpu >= 64000)
+            mine = pod.spec == "P100" and (pod.cpu >= 8000 or not light_too)
+            return (node, slot) if mine else (node - cost * big, slot)
+    return KeepOff()
+
+
+def _hosts_only(keep: str, **attrs) -> P.Policy:
+    """Probe: the host reserve of one class only."""
+    pol = foresight(**attrs)
+    old = pol.reset
+
+    def reset(cluster, trace):
+        old(cluster, trace)
+        obs = pol.hosts.observe
+
+        def observe(pod):
+            if pod.spec == keep or not pod.num_gpu or not pod.spec:
+                obs(pod)
+            else:
+                pol.hosts.total += pod.num_gpu * pod.milli
+        pol.hosts.observe = observe
+    pol.reset = reset
+    return pol
+
+
+VARIANTS["foresight-hosts2-p100only"] = lambda: _hosts_only("P100", whole_tie="bestfit")
+VARIANTS["foresight-keepoff"] = lambda: _keep_off(False)
+VARIANTS["foresight-keepoff-light"] = lambda: _keep_off(True)
+VARIANTS["foresight-keepoff-soft"] = lambda: _keep_off(True, 500.0)
 
 
 def cluster(kind: str) -> Nodes:

@@ -122,3 +122,55 @@ def test_stranded_term_uses_what_gpu_pods_ask_unless_cpu_only_pods_exceed_the_cl
     # CPU-only pods ask 18 cores per GPU beyond the cluster's 12: GPU pods' share shrinks
     assert np.isclose(pol.strand_demand[0] / pol.strand_demand[2], (10000 + 18000) / 1000)
     assert pol.stranded(gpu, cpu, mem)[0] > 0
+
+
+def _p100_cluster() -> Cluster:
+    # P100 nodes as in openb: 16 cores for 2 GPUs (the typical one) and 64 cores for 2 GPUs
+    return Cluster(Nodes(np.array(["small", "small2", "big", "g2"]),
+                         np.array([16000, 16000, 64000, 96000]), np.full(4, 256000),
+                         np.array([2, 2, 2, 8]), np.array(["P100", "P100", "P100", "G2"])))
+
+
+def test_host_reserve_keeps_cpu_rich_nodes_of_a_class_for_its_cpu_heavy_pods():
+    cluster = _p100_cluster()
+    pol = Foresight()
+    pol.reset(cluster, _trace([]))
+    assert np.all(pol.hosts.cost(Pod(12000, 1024, 1, 470, "")) == 0)  # no class seen yet
+    for _ in range(20):
+        pol.observe(Pod(11908, 1024, 1, 470, "P100"))  # 25 cores per GPU: fits the big node
+        pol.observe(Pod(3152, 1024, 1, 810, "P100"))  # light: fits anywhere
+        pol.observe(Pod(11000, 1024, 1, 1000, ""))
+    rho, hosts = pol.hosts.sub[frozenset({"P100"})]
+    assert rho == 8.0 and list(np.flatnonzero(hosts)) == [2]  # 8 cores per GPU; the 64-core node
+    unconstrained = pol.hosts.cost(Pod(11000, 1024, 1, 1000, ""))
+    light = pol.hosts.cost(Pod(3152, 1024, 1, 810, "P100"))
+    cpu_only = pol.hosts.cost(Pod(16000, 1024, 0, 0, ""))
+    for cost in (unconstrained, light, cpu_only):  # every other pod pays on the big node only
+        assert cost[2] > 0 and np.all(cost[[0, 1, 3]] == 0)
+    assert unconstrained[2] > light[2]  # in proportion to the GPU it takes ...
+    assert np.isclose(cpu_only[2] / unconstrained[2], 16000 * 470 / 11908 / 1000)  # ... or CPU
+    assert np.all(pol.hosts.cost(Pod(11908, 1024, 1, 470, "P100")) == 0)  # the heavy pods: none
+    # and the score follows: a light P100 pod goes to a 16-core node, not to the big one
+    cluster.place(0, 0, 3152, 1024, 1, 810)  # (both partly used: FGD's measure alike)
+    cluster.place(2, 0, 3152, 1024, 1, 810)
+    light_pod = Pod(3152, 1024, 1, 810, "P100")
+    pol.host_weight = 0.0
+    assert list(_pick(pol, cluster, light_pod)) == [2]  # before: the big node
+    pol.host_weight = 2.0
+    assert set(_pick(pol, cluster, light_pod)) <= {0, 1}
+
+
+def test_whole_gpu_pods_break_ties_toward_nodes_without_spare_cpu():
+    cluster = _p100_cluster()
+    pol = Foresight()
+    pol.reset(cluster, _trace([]))
+    for _ in range(10):
+        pol.observe(Pod(11000, 1024, 1, 1000, ""))  # 11 cores per GPU, nothing constrained
+    pod = Pod(11000, 1024, 1, 1000, "")
+    excess = pol.cpu_excess(pod, cluster.gpu_free.sum(axis=1) - 1000)
+    # left after the pod: big 53 cores for 1 GPU (42 spare), G2 85 for 7 (8 spare)
+    assert np.allclose(excess[2:], [42000 / 64000, 8000 / 96000])
+    pol.whole_tie = "bestfit"  # the rule before: the tightest node share (the big P100 node)
+    assert list(_pick(pol, cluster, pod)) == [2]
+    pol.whole_tie = "cpu-excess"
+    assert list(_pick(pol, cluster, pod)) == [3]

@@ -14,6 +14,7 @@ from scheduler_hook.fragmentation import (ShapeMix, ShapeMixTracker, fragmentati
                                           level_stats, mix_levels)
 from simulator.replay.cluster import MILLI, Cluster
 from simulator.replay.data import Nodes, Pods
+from simulator.replay.host_reserve import HostReserve
 from simulator.replay.reserve import ClassReserve, usable_gpu
 
 
@@ -229,6 +230,13 @@ class Foresight(FGD):
     the cluster's CPU per GPU: `cpu300`), not of all pods (``strand_ratio``): 14 cores per GPU
     made every 12-core-per-GPU G2 node look stranded before a pod arrived (`default` dev seeds
     0-2: 95.58 -> 95.84; `default-spec20` 95.49 -> 95.55; `cpu300` 86.17 -> 85.99, `fgd` 85.46).
+    Third pass (`default-spec20` still +0.06 over `fgd`): CPU-heavy P100-only pods (470 milli,
+    11.9 cores) stranded GPU on 16-core P100 nodes because the few 64-core ones had filled
+    first, from the very first arrivals, before any constrained pod was seen. ``whole_tie``
+    breaks whole-GPU pods' ties toward nodes with no spare CPU beyond their GPUs' share
+    (``cpu_excess``), and ``host_weight`` keeps a class's CPU-rich hosts for its CPU-heavy pods
+    (simulator/replay/host_reserve.py). Dev seeds 0-5 of `default-spec20`: 95.59 -> 95.81
+    (`fgd` 95.48); one term alone gave 95.60 (tie) / 95.64 (hosts, seed 0 only).
     Dev-seed tables: bench/results/replay_generalize_dev.md, replay_issue13_dev.jsonl.
     """
 
@@ -243,6 +251,10 @@ class Foresight(FGD):
     only_worse = True
     reserve_weight = 2.0  # fragment milli per class-usable milli taken x the class's pressure
     reserve_usable = True  # charge the GPU a class could use (CPU, memory), not the GPU taken
+    # issue 13, third pass (`default-spec20`): a class's CPU-rich hosts are kept for its
+    # CPU-heavy pods (simulator/replay/host_reserve.py), weight as ``reserve_weight``
+    host_weight = 2.0  # fragment milli per R_S milli taken on a class's CPU-rich hosts x pressure
+    whole_tie = "cpu-excess"  # whole-GPU pods' tie-break: "cpu-excess" or "bestfit" (before)
     strand_ratio = "gpu-pods"  # CPU/memory per GPU of the stranded term (see _strand_demand)
     # beyond-packing mode: fragment milli a predicted-slow pair costs. Rule (dev seeds 0-2):
     # the smallest cost whose slow pairs fall below `random`'s. 775 under the all-pods
@@ -261,6 +273,7 @@ class Foresight(FGD):
         self.gpu_demand = np.zeros(3)  # the same for the pods that ask GPUs
         self.strand_demand = np.zeros(3)  # the ratios the stranded term charges
         self.reserve = ClassReserve(usable=self.reserve_usable)
+        self.hosts = HostReserve(cluster)
         # CPU and memory per GPU milli of the cluster: what CPU-only pods may take for free
         self._cap_ratio = (cluster.nodes.cpu.sum() / max(cluster.capacity_milli, 1),
                            cluster.nodes.mem.sum() / max(cluster.capacity_milli, 1))
@@ -315,6 +328,7 @@ class Foresight(FGD):
             self.gpu_demand += (pod.cpu, pod.mem, pod.num_gpu * pod.milli)
         self.strand_demand = self._strand_demand()
         self.reserve.observe(pod)
+        self.hosts.observe(pod)
         known = len(self.tracker)
         weight = (pod.num_gpu * pod.milli / MILLI) ** self.volume_power if pod.num_gpu else 1.0
         self.tracker.observe(pod.cpu, pod.milli, pod.num_gpu, pod.spec, weight)
@@ -329,6 +343,15 @@ class Foresight(FGD):
         else:
             self.mix, self.acc = mix, mix.access(self.cluster.nodes.model)
         self.reserve.refresh(self.mix, self.cluster.nodes.model)
+
+    def cpu_excess(self, pod: Pod, gpu_left: np.ndarray) -> np.ndarray:
+        """(N,) share of the node's CPU left beyond what its GPUs left need at the GPU pods'
+        CPU per GPU: a whole-GPU pod breaks ties toward nodes that keep no spare CPU, so the
+        CPU-rich nodes stay for the CPU-heavy pods (before any class is known)."""
+        c, (cpu, _, gpu) = self.cluster, self.strand_demand
+        if gpu <= 0:
+            return np.zeros(len(gpu_left))
+        return np.maximum(c.cpu_free - pod.cpu - cpu / gpu * gpu_left, 0) / c.nodes.cpu
 
     def reserve_cost(self, pod: Pod) -> np.ndarray | float:
         """(N,) fragment milli charged for taking GPU capacity that constrained demand will
@@ -352,9 +375,13 @@ class Foresight(FGD):
             tie = free_gpu_share(c)
         else:
             tie = gpu_left / gpu_milli(c.nodes) + (c.cpu_free - pod.cpu) / c.nodes.cpu
+            if self.whole_tie == "cpu-excess" and not pod.shared:
+                tie = self.cpu_excess(pod, gpu_left) + 1e-3 * tie
         if self.reserve.classes:
             cost = np.asarray(self.reserve_cost(pod))
             inc = inc + (cost[..., None] if cost.ndim < 2 else cost)
+        if self.host_weight:
+            inc = inc + self.host_weight * np.asarray(self.hosts.cost(pod))[..., None]
         if self.balance:
             g = c.gpu_free.sum(axis=1).astype(float)
             strand = self.stranded(g - pod.num_gpu * pod.milli, c.cpu_free - pod.cpu,

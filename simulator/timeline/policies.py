@@ -105,6 +105,9 @@ class TimelineForesight(_CachedIncrease, Foresight):
     # of 5,000 pods it barely moves in 500, and each re-read recomputes every cached shape
     refresh = 500
     balance = 0.0  # the stranded-GPU term weighs CPU and memory, which this replay leaves out
+    # and so do issue 13's CPU terms (a class's CPU-rich hosts, the spare-CPU tie-break)
+    host_weight = 0.0
+    whole_tie = "bestfit"
 
     def reset(self, cluster, trace):
         super().reset(cluster, trace)
@@ -126,7 +129,8 @@ class TimelineForesight(_CachedIncrease, Foresight):
         return -inc - 1e-3 * row
 
     def node_scores(self, pod, node_ok):
-        if self.reserve.classes or self.balance or pod.num_gpu == 0 or self.mode is not None:
+        if (self.reserve.classes or self.balance or self.host_weight or pod.num_gpu == 0
+                or self.whole_tie != "bestfit" or self.mode is not None):
             raise NotImplementedError("terms the timeline replay does not use")
         return super().node_scores(pod, node_ok)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from simulator.replay.cluster import MILLI
-from simulator.replay.policies import Policy, _bestfit_slots, gpu_milli
+from simulator.replay.baselines import Policy, _bestfit_slots, gpu_milli
 
 
 class MemAware(Policy):

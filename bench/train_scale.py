@@ -181,9 +181,11 @@ def render(runs: list[dict], command: str) -> str:
             "into the scratch directory, 4,928 at 1,024 GPUs, and reads them back) grows faster "
             "than the samples while total CPU stays on its line: waiting on the disk, not "
             "investigated further.",
-            "- pyarrow does the regrouping (already a dependency; dictionary-encoded string "
-            "columns arrive as categoricals). DuckDB and Polars were not measured against it: "
-            "neither is installed in the project environment.",
+            "- pyarrow does the regrouping, chosen by measurement against DuckDB and Polars "
+            "(`shard_engines.md`: 68M samples split and read back in 15.1 s vs 15.6 s and "
+            "71.9 s; already a dependency; dictionary-encoded string columns arrive as "
+            "categoricals). Since 2026-11-25 its split runs one thread per core (the sizes "
+            "above ran single-threaded: 13.1 s of 21.5 s was the split there).",
             "", "Machine and load when each size ran:", ""]
     out += [f"- {r['gpus']} GPUs ({r['date']}, `{r.get('command', '')}`): {r['machine']}"
             for r in runs]

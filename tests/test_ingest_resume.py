@@ -48,7 +48,9 @@ ingest_to_dir(PrometheusSource({url!r}), datetime.fromisoformat({start!r}),
 @pytest.fixture(scope="module")
 def prom(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume")
-    start = pd.Timestamp.now(tz="UTC").floor("h") - pd.Timedelta(days=2, hours=13)
+    # noon three days ago: the 2 days span 3 UTC days (9 day x metric partitions) at any
+    # hour the test runs (floor("h") - 2 d 13 h gave only 2 days, 6 partitions, at 13:xx UTC)
+    start = pd.Timestamp.now(tz="UTC").floor("D") - pd.Timedelta(days=3) + pd.Timedelta(hours=12)
     cluster = generate_cluster(SimConfig(seed=4, start=start, days=2, step_s=60, nodes=1,
                                          gpus_per_node=2, metrics=METRICS))
     om = root / "history.om"

@@ -85,7 +85,8 @@ def main() -> None:
            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
            f"- {a.days:g} measured days per run; p95 queueing delay in minutes, mean over seeds; "
            "`reserved` = mean GPUs reserved; `8+gang vs flat` = the forecast's p95 minus the "
-           "flat average's, per seed", ""]
+           "flat average's, per seed; `flat-matched`: the flat level scaled to the forecast's "
+           "mean reservation over the run (warm-up included)", ""]
     for name, over in SETTINGS.items():
         out += [f"## {name}", "",
                 "| profile | policy | 8+gang p95 | small (1 GPU) p95 | alloc % | reserved |",

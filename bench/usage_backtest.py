@@ -9,7 +9,9 @@ run without it, to show what the phase adds.
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -45,6 +47,12 @@ def error_by_phase(pred: pd.DataFrame, phases: str) -> pd.Series:
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--preset", default=None,
+                    help="`usage backtest --preset` (default: the CLI's own default)")
+    ap.add_argument("--out", default="usage_backtest.md")
+    opts = ap.parse_args()
+    command = "nice .venv/bin/python bench/usage_backtest.py " + " ".join(sys.argv[1:])
     t0 = time.time()
     rows, cmds = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -63,7 +71,8 @@ def main() -> None:
             out = d / f"{m}_{h}.csv"
             b = ["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", h,
                  "--test-start", TEST_START, "--out", str(out)] + \
-                (["--phases", phases] if with_phase else [])
+                (["--phases", phases] if with_phase else []) + \
+                (["--preset", opts.preset] if opts.preset else [])
             wall = run(*b)
             if m == "sm" and h == "10min" and with_phase:
                 cmds += ["foresight " + " ".join(a).replace(str(d), "DIR"),
@@ -85,7 +94,7 @@ def main() -> None:
             if m == "fb" and h == "30min" and with_phase:
                 share = error_by_phase(p, phases)
     lines = header("Usage backtest (short-horizon per-pod usage forecast) on a synthetic cluster",
-                   "nice .venv/bin/python bench/usage_backtest.py", [
+                   command.strip(), [
         "data: 8 nodes x 4 A40, 6 days at 60 s, seed 3; 1-min bins per (pod, GPU); train: "
         f"origins whose horizon ends before {TEST_START}; test: every later origin with a "
         "complete horizon (no-leakage rule of `demand backtest`: features use ds < origin)",
@@ -115,7 +124,7 @@ def main() -> None:
               "noisy judge of such moves: where the model wins there by a few % it can lose on "
               "the test days (negative gains above), and with 31-leaf trees it lost 15 % at 10 "
               "min; the default trees are now 15 leaves with >= 100 rows a leaf."]
-    (RESULTS / "usage_backtest.md").write_text("\n".join(lines) + "\n")
+    (RESULTS / opts.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
 

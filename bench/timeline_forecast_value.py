@@ -47,13 +47,9 @@ def matched_flat(nodes, cfg) -> dict:
     from simulator.timeline.engine import run_timeline
     from simulator.timeline.forecast import ReservedSchedule
     from simulator.timeline.metrics import summarize
-    from simulator.timeline.run import WARMUP_S
-    from simulator.timeline.workload import generate_jobs
+    from simulator.timeline.run import WARMUP_S, case_jobs
 
-    jobs = generate_jobs(cfg.profile, cfg.seed, days=cfg.days, load=cfg.load,
-                         big_share=cfg.big_share, max_days=cfg.max_days,
-                         history_days=max(7.0, cfg.max_days),
-                         capacity_gpus=int(nodes.gpus.sum()))
+    jobs = case_jobs(nodes, cfg)
     t0, t1 = -WARMUP_S, cfg.days * 86400.0
     kw = dict(horizon=cfg.horizon, quantile=cfg.quantile, reserve_for=cfg.reserve_for,
               seed=cfg.seed)

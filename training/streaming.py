@@ -14,7 +14,7 @@ import ctypes
 import statistics
 import tempfile
 import time
-from dataclasses import is_dataclass, replace
+from dataclasses import replace
 from typing import Callable
 
 from features.sample_store import Shards
@@ -73,7 +73,7 @@ def group_features(shards: Shards, g: int, present: set[str], kinds: tuple[str, 
 def _local(shards, n, args, progress):
     for g in range(n):
         out = group_features(shards, g, *args)
-        progress(g, out)
+        progress(out)
         yield g, out
 
 
@@ -90,7 +90,7 @@ def _on_dask(client, shards, n, args, progress):
         g = index[f.key]
         done[g] = f.result()
         f.release()
-        progress(g, done[g])
+        progress(done[g])
     return sorted(done.items())
 
 
@@ -113,7 +113,7 @@ def streamed_features(history: History, cfg, kinds: tuple[str, ...],
     client = getattr(cfg, "dask_client", None)
     # what a task needs of the history and the config: no sample store, no client
     ctx = (present, mods, replace(history, samples=None, store=None),
-           replace(cfg, dask_client=None) if is_dataclass(cfg) else cfg)
+           replace(cfg, dask_client=None))
     prog = on_progress or (lambda stage, i, k, rows: None)
     with tempfile.TemporaryDirectory(prefix="foresight-groups-",
                                      dir=getattr(cfg, "scratch", None)) as tmp:
@@ -128,7 +128,7 @@ def streamed_features(history: History, cfg, kinds: tuple[str, ...],
         stages["shard"] = round(time.perf_counter() - t, 3)
         seen = {"groups": 0, "rows": 0}
 
-        def progress(g: int, out) -> None:
+        def progress(out) -> None:
             seen["groups"] += 1
             seen["rows"] += out[3] if out else 0
             on_step(f"features: node group {seen['groups']}/{n} ({seen['rows']:,} samples)")

@@ -207,12 +207,12 @@ class DemandForecaster:
         own residual base. Why not every level baseline: on Helios the EWMA won validation on
         some VCs at 6 h and lost the test (selection noise, +0.15 % MAE over persistence)."""
         return tuple(b for b in FALLBACKS if b not in _LEVEL_ONLY or b == self.base
-                     or (b == "ewma_mix" and getattr(self, "mix", False)))
+                     or (b == "ewma_mix" and self.mix))
 
     def baselines(self) -> tuple[str, ...]:
         """Baseline columns of every output (level baselines only for agg=mean)."""
         return tuple(b for b in FALLBACKS if (b not in _LEVEL_ONLY or self.agg == "mean")
-                     and (b != "ewma_mix" or getattr(self, "mix", False)))
+                     and (b != "ewma_mix" or self.mix))
 
     def _choose_shrink(self, errs: np.ndarray, origins: np.ndarray) -> float:
         """Best shrink on validation, kept only if it beats persistence (lam=0) robustly.

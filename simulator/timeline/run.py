@@ -9,7 +9,7 @@ from simulator.timeline.engine import TimelineResult, run_timeline
 from simulator.timeline.forecast import ReservedSchedule
 from simulator.timeline.metrics import summarize
 from simulator.timeline.policies import POLICIES, Placer
-from simulator.timeline.workload import generate_jobs
+from simulator.timeline.workload import Jobs, generate_jobs
 
 WARMUP_S = 86400.0
 
@@ -30,15 +30,20 @@ class CaseConfig:
     extra: dict = field(default_factory=dict)
 
 
+def case_jobs(nodes: Nodes, cfg: CaseConfig) -> Jobs:
+    """The case's jobs (history and replayed window), the same for every policy."""
+    return generate_jobs(cfg.profile, cfg.seed, days=cfg.days, load=cfg.load,
+                         big_share=cfg.big_share, max_days=cfg.max_days,
+                         history_days=max(7.0, cfg.max_days),
+                         capacity_gpus=int(nodes.gpus.sum()))
+
+
 def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
              ) -> tuple[list[dict], dict[str, TimelineResult]]:
     """Summaries per policy (and the raw results when ``keep``)."""
     for p in cfg.policies:
         Placer(p)  # unknown names fail before any work
-    jobs = generate_jobs(cfg.profile, cfg.seed, days=cfg.days, load=cfg.load,
-                         big_share=cfg.big_share, max_days=cfg.max_days,
-                         history_days=max(7.0, cfg.max_days),
-                         capacity_gpus=int(nodes.gpus.sum()))
+    jobs = case_jobs(nodes, cfg)
     t0, t1 = -WARMUP_S, cfg.days * 86400.0
     rows, raw = [], {}
     for p in cfg.policies:

@@ -12,7 +12,9 @@ class-usable reserve, weight 2, stranded ratio of GPU pods), where `foresight-re
 issue 13's third pass (host reserve and CPU-excess tie-break; `foresight-pass2` = the second
 pass's Foresight); the earlier variants now run on top of the third pass's defaults. Pass-3
 rows named `foresight-shapes*`, `-cpupods`, `-hostsc*`, `-hostss*` ran exploratory code that
-was dropped (see the Reading of replay_generalize.md).
+was dropped (see the Reading of replay_generalize.md). Rows with `"pass": 4` (session 6) ran
+the third pass's policies with one generic knob changed (`foresight-fit*`, `-hl*`, `-refresh8`,
+`-fitall`): none was adopted (see the Reading).
 """
 from __future__ import annotations
 
@@ -93,6 +95,15 @@ VARIANTS = {
     "foresight-excess-only": lambda: foresight(host_weight=0.0),
     "foresight-excess-hosts1": lambda: foresight(host_weight=1.0),
     "foresight-excess-hosts4": lambda: foresight(host_weight=4.0),
+    # fourth pass (`default-spec20` +0.28 on the final seeds): generic knobs, dev seeds 0-5
+    "foresight-fit15": lambda: foresight(fit_weight=15.0),
+    "foresight-fit60": lambda: foresight(fit_weight=60.0),
+    "foresight-hl2000": lambda: foresight(half_life=2000.0),
+    "foresight-hl20000": lambda: foresight(half_life=20000.0),
+    "foresight-refresh8": lambda: foresight(refresh=8),
+    "foresight-fitall": lambda: foresight(fit_scope="all"),
+    "foresight-hl1000": lambda: foresight(half_life=1000.0),
+    "foresight-hl2000-refresh8": lambda: foresight(half_life=2000.0, refresh=8),
 }
 
 

@@ -392,9 +392,12 @@ def test_cli_backtest(tmp_path, capsys):
     shown = capsys.readouterr().out
     flat = " ".join(shown.split())  # rich wraps lines at the terminal width
     assert rc == 0 and "re-picked at each origin" in flat and "last 60 bins" in flat
+    assert "tree settings kept on the validation tail" in flat
     man = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert man["recent_window"] == 6 and man["recent_unit"] == "horizons"  # 6 x 10 bins
     assert man["hurdle"] is True and man["half_life"] == 240
+    assert man["tune"] == [{"num_leaves": 15, "min_child_samples": 100, "learning_rate": 0.05,
+                            "half_life": None}] and "params" in man
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--no-hurdle",
                "--recent-window", "30", "--save", str(tmp_path / "m2")])
@@ -535,3 +538,29 @@ def test_recent_window_in_horizons_round_trips(tmp_path):
     q = UsageForecaster.load(tmp_path / "h")
     assert q.window_bins() == 30 and q.recent_z == 1.0
     pd.testing.assert_frame_equal(q.predict_origins(df, start), a)
+
+
+def test_tune_keeps_the_tree_settings_that_validate_best(tmp_path):
+    """`tune` tries other tree settings on the validation tail: the kept one is the one a
+    plain fit with those settings scores best there, and the manifest says which."""
+    df = phase_series(n_series=12, n=400, seed=3)
+    small = {"num_leaves": 3, "min_child_samples": 200, "learning_rate": 0.01,
+             "n_estimators": 30, "half_life": 50}  # the constructor's: crippled trees
+    default = {"num_leaves": 15, "min_child_samples": 100, "learning_rate": 0.05,
+               "n_estimators": 300, "half_life": None}
+    big = {"num_leaves": 31, "min_child_samples": 20, "learning_rate": 0.1}
+    alone = {name: UsageForecaster(horizon=10, **{**small, **kw}).fit(df).val_scores_["model"]
+             for name, kw in (("small", {}), ("default", default), ("big", big))}
+    assert alone["small"] > min(alone.values())  # a real choice: the constructor's loses
+    for cands in ((), (big,), (default,), (big, default)):
+        m = UsageForecaster(horizon=10, tune=cands, **small).fit(df)
+        names = ["small", *("big" if c is big else "default" for c in cands)]
+        want = min(names, key=alone.get)
+        assert m.val_scores_["model"] == pytest.approx(alone[want])
+        assert m.params_ == {"small": {}, "default": default, "big": big}[want]
+    assert m.params_ != {}
+    m.save(tmp_path / "m")
+    man = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert man["params"] == m.params_ and man["tune"] == [big, default]
+    again = UsageForecaster.load(tmp_path / "m")
+    assert again.params_ == m.params_ and again.tune == (big, default)

@@ -55,7 +55,7 @@ class UsageForecaster:
                  fleet: bool = False, half_life: float | None = None,
                  hurdle: bool = False, recent_window: int | None = None,
                  recent_scope: str = "series", recent_unit: str = "bins",
-                 recent_z: float = 0.0) -> None:
+                 recent_z: float = 0.0, tune: tuple[dict, ...] = ()) -> None:
         self.horizon = horizon
         self.val_frac = val_frac
         self.coverage = coverage
@@ -90,6 +90,11 @@ class UsageForecaster:
         # independent errors at every horizon); recent_z: evidence needed to leave the
         # fit-time choice (forecaster/usage/repick.py)
         self.recent_unit, self.recent_z = recent_unit, recent_z
+        # other tree settings (num_leaves, min_child_samples, learning_rate, n_estimators,
+        # half_life) tried beside the constructor's on the validation tail; the best is kept
+        # (`params_`): small recency-weighted trees suit a serving fleet whose load drifts
+        # within a day, the defaults a steadier fleet (bench/results/usage_backtest.md)
+        self.tune = tuple(tune)
         self.phases_, self.ph_typ_ = False, {}
 
     # ---------------------------------------------------------------- design matrix
@@ -125,24 +130,29 @@ class UsageForecaster:
                 "mean_last_h": np.concatenate(means), "flat": np.concatenate(flats),
                 "ses_all": {a: np.concatenate(v) for a, v in ses.items()}}
 
-    def _lgb(self) -> lgb.LGBMRegressor:
-        return lgb.LGBMRegressor(objective="l1", n_estimators=self.n_estimators,
-                                 learning_rate=self.learning_rate, num_leaves=self.num_leaves,
-                                 min_child_samples=self.min_child_samples, subsample=0.8,
-                                 subsample_freq=1, colsample_bytree=0.8,
-                                 random_state=self.seed, n_jobs=self.n_jobs, verbose=-1)
+    def _trees(self, params: dict | None = None) -> dict:
+        """LightGBM settings: the constructor's, overridden by one `tune` candidate."""
+        p = {k: getattr(self, k) for k in ("n_estimators", "learning_rate", "num_leaves",
+                                           "min_child_samples")}
+        p.update({k: v for k, v in (params or {}).items() if k in p})
+        return {**p, "subsample": 0.8, "subsample_freq": 1, "colsample_bytree": 0.8,
+                "random_state": self.seed, "n_jobs": self.n_jobs, "verbose": -1}
 
-    def _train(self, d: dict, rows: np.ndarray, base: str):
+    def _lgb(self, params: dict | None = None) -> lgb.LGBMRegressor:
+        return lgb.LGBMRegressor(objective="l1", **self._trees(params))
+
+    def _train(self, d: dict, rows: np.ndarray, base: str, params: dict | None = None):
         """l1 on the scale-free target; weight = scale makes it the absolute error in the
         metric's own units (what is reported). The Dask regressor takes no weights."""
         target = (d["y_true"][rows] - self._base_values(d, base)[rows]) / d["scale"][rows]
         w = d["scale"][rows] if self.weight else np.ones(int(rows.sum()))
-        if self.half_life:  # recent origins count more: load regimes drift within a day
+        half_life = (params or {}).get("half_life", self.half_life)
+        if half_life:  # recent origins count more: load regimes drift within a day
             t = pd.to_datetime(d["origins"][rows], utc=True)
-            age = (t.max() - t) / (d["step"] * self.half_life)
+            age = (t.max() - t) / (d["step"] * half_life)
             w = w * np.power(0.5, np.asarray(age, dtype=float))
-        reg = self._lgb()
-        if (self.weight or self.half_life) and isinstance(reg, lgb.LGBMRegressor):
+        reg = self._lgb(params)
+        if (self.weight or half_life) and isinstance(reg, lgb.LGBMRegressor):
             return reg.fit(d["X"][rows], target, sample_weight=w)
         return reg.fit(d["X"][rows], target)
 
@@ -154,11 +164,8 @@ class UsageForecaster:
         lab = self._still_labels(d)[rows]
         if lab.all() or not lab.any():  # one class: nothing to learn, a constant answer
             return float(lab.mean())
-        clf = lgb.LGBMClassifier(n_estimators=self.n_estimators // 2,
-                                 learning_rate=self.learning_rate, num_leaves=self.num_leaves,
-                                 min_child_samples=self.min_child_samples, subsample=0.8,
-                                 subsample_freq=1, colsample_bytree=0.8,
-                                 random_state=self.seed, n_jobs=self.n_jobs, verbose=-1)
+        p = self._trees(self.params_)
+        clf = lgb.LGBMClassifier(**{**p, "n_estimators": p["n_estimators"] // 2})
         return clf.fit(d["X"][rows], lab.astype(int))
 
     def _p_still(self, d: dict, rows: np.ndarray, clf) -> np.ndarray:
@@ -216,12 +223,13 @@ class UsageForecaster:
         best_bl = min(BASELINES, key=self.val_scores_.get)
         bases = {"auto": ["none", best_bl], "residual": [best_bl]}.get(self.base, [self.base])
         best = None
-        for b in bases:
-            pv = self._model_p50(d, val_rows, self._train(d, fit_rows, b), b)
-            mae = float(np.mean(np.abs(y_val - pv)))
-            if best is None or mae < best[0]:
-                best = (mae, b, pv)
-        self.val_scores_["model"], self.base_, preds["model"] = best
+        for params in ({}, *map(dict, self.tune)):
+            for b in bases:
+                pv = self._model_p50(d, val_rows, self._train(d, fit_rows, b, params), b)
+                mae = float(np.mean(np.abs(y_val - pv)))
+                if best is None or mae < best[0]:
+                    best = (mae, b, pv, params)
+        self.val_scores_["model"], self.base_, preds["model"], self.params_ = best
         self.hurdle_ = False
         if self.hurdle:
             ph = self._hurdled(d, val_rows, best[2], self._train_still(d, fit_rows))
@@ -234,7 +242,7 @@ class UsageForecaster:
                         self.val_scores_[best_bl] else best_bl)
         self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
         self.q_ = self._conformal(y_val, preds, d["scale"][val_rows], d["flat"][val_rows])
-        self.model_ = self._train(d, ok, self.base_)
+        self.model_ = self._train(d, ok, self.base_, self.params_)
         self.still_ = self._train_still(d, ok) if self.hurdle_ else None
         return self
 
@@ -351,6 +359,7 @@ class UsageForecaster:
             "val_scores": self.val_scores_, "select": self.select,
             "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
             "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
+            "tune": list(self.tune), "params": self.params_,
             "recent_window": self.recent_window, "recent_scope": self.recent_scope,
             "recent_unit": self.recent_unit, "recent_z": self.recent_z,
             "min_gain": self.min_gain,  # the re-pick applies it at each origin
@@ -374,7 +383,8 @@ class UsageForecaster:
                 recent_window=man.get("recent_window"),
                 recent_scope=man.get("recent_scope", "series"),
                 recent_unit=man.get("recent_unit", "bins"), recent_z=man.get("recent_z", 0.0),
-                min_gain=man.get("min_gain", 0.03))
+                min_gain=man.get("min_gain", 0.03), tune=tuple(man.get("tune", ())))
+        m.params_ = man.get("params", {})
         m.train_end_ = pd.Timestamp(man["train_end"]) if man.get("train_end") else None
         m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
         m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]

@@ -123,6 +123,10 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         f", {k} {v}" for k, v in kw.items()))
     console.print(f"served overall: {model.served_} (chosen on the validation tail of the "
                   "training window; per series and origin in the `model` column)")
+    if model.tune:
+        kept = ", ".join(f"{k} {v}" for k, v in model.params_.items()) or "the preset's own"
+        console.print(f"tree settings kept on the validation tail: {kept} (of "
+                      f"{1 + len(model.tune)} tried)")
     if model.recent_window:
         whose = "the fleet's" if model.recent_scope == "fleet" else "each series' own"
         console.print(f"re-picked at each origin from {whose} errors over the last "

@@ -108,8 +108,8 @@ class DaskDemandForecaster(DemandForecaster):
 class DaskUsageForecaster(UsageForecaster):
     dask_client_ = None
 
-    def _lgb(self):
-        return _DaskRegressor(self.dask_client_, super()._lgb())
+    def _lgb(self, params: dict | None = None):
+        return _DaskRegressor(self.dask_client_, super()._lgb(params))
 
 
 def fit_usage_dask(series: pd.DataFrame, client, **kw) -> UsageForecaster:

@@ -564,3 +564,9 @@ def test_tune_keeps_the_tree_settings_that_validate_best(tmp_path):
     assert man["params"] == m.params_ and man["tune"] == [big, default]
     again = UsageForecaster.load(tmp_path / "m")
     assert again.params_ == m.params_ and again.tune == (big, default)
+
+
+def test_tune_rejects_an_unknown_setting():
+    df = phase_series(n_series=4, n=200, seed=0)
+    with pytest.raises(ValueError, match="num_leaf"):
+        UsageForecaster(horizon=10, tune=({"num_leaf": 7},)).fit(df)

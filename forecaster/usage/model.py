@@ -31,6 +31,7 @@ import pandas as pd
 from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
+from forecaster.usage.intervals import conformal_quantiles
 from forecaster.usage.presets import PRESETS, preset
 from forecaster.usage.repick import BASELINES, recent_pick
 
@@ -41,6 +42,7 @@ __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset"
 # flat/moving origin,
 # base ("none" or a baseline), physical range, time of day; 4: the hurdle classifier (`still.txt`).
 SCHEMA_VERSION = 4
+TUNABLE = {"n_estimators", "learning_rate", "num_leaves", "min_child_samples", "half_life"}
 READS = (3, 4)
 class UsageForecaster:
     """fit(long df) on regular bins; predict_origins(df, start) for a backtest."""
@@ -192,6 +194,10 @@ class UsageForecaster:
     def fit(self, df: pd.DataFrame) -> "UsageForecaster":
         """Train on every origin of `df` (the training data) whose horizon is complete. A
         `phase` column (the phase of each bin) adds the current phase as features."""
+        bad = {k for c in self.tune for k in c} - TUNABLE
+        if bad:
+            raise ValueError(f"tune: unknown setting(s) {', '.join(sorted(bad))} (tunable: "
+                             f"{', '.join(sorted(TUNABLE))})")
         self.phases_ = "phase" in df.columns
         self.ph_typ_ = typical_phase_bins(df) if self.phases_ else {}
         self.y_max_ = float(self.y_max if self.y_max is not None else df["y"].max())
@@ -241,26 +247,11 @@ class UsageForecaster:
         self.served_ = ("model" if self.val_scores_["model"] < (1 - self.min_gain) *
                         self.val_scores_[best_bl] else best_bl)
         self.served_series_ = self._select_series(d["ids"][val_rows], y_val, preds)
-        self.q_ = self._conformal(y_val, preds, d["scale"][val_rows], d["flat"][val_rows])
+        self.q_ = conformal_quantiles(y_val, preds, d["scale"][val_rows], d["flat"][val_rows],
+                                      self.coverage)
         self.model_ = self._train(d, ok, self.base_, self.params_)
         self.still_ = self._train_still(d, ok) if self.hurdle_ else None
         return self
-
-    def _conformal(self, y: np.ndarray, preds: dict, scale: np.ndarray,
-                   flat: np.ndarray) -> dict:
-        """Split-conformal quantiles of each predictor's own scale-free validation residuals,
-        apart for origins whose last horizon was flat (an idle pod: its future is mostly the
-        same flat line) and for moving ones, so the busy pods' intervals are not narrowed by
-        the many exact zeros of idle ones (Mondrian conformal; pooled if a group is small)."""
-        a = (1 - self.coverage) / 2
-        out = {}
-        for c, p in preds.items():
-            z = (y - p) / scale
-            pooled = [float(np.quantile(z, a)), float(np.quantile(z, 1 - a))]
-            out[c] = {g: ([float(np.quantile(z[m], a)), float(np.quantile(z[m], 1 - a))]
-                          if m.sum() >= 30 else pooled)
-                      for g, m in (("flat", flat), ("moving", ~flat))}
-        return out
 
     def _select_series(self, ids: np.ndarray, y: np.ndarray, preds: dict) -> dict:
         """Per series, what is served. A model that did not beat the best baseline overall

@@ -13,6 +13,7 @@ leaves, and the gap is what a better fraction packing could still win.
 from __future__ import annotations
 
 import argparse
+import collections
 import sys
 from pathlib import Path
 
@@ -43,6 +44,49 @@ def ffd_bins(milli: list[int], size: int = 1000) -> int:
     return len(loads)
 
 
+def ffd_contents(milli: list[int], size: int = 1000) -> list[tuple[int, ...]]:
+    """What each GPU holds after first-fit decreasing."""
+    loads: list[int] = []
+    held: list[list[int]] = []
+    for m in sorted(milli, reverse=True):
+        for k, used in enumerate(loads):
+            if used + m <= size:
+                loads[k] += m
+                held[k].append(m)
+                break
+        else:
+            loads.append(m)
+            held.append([m])
+    return [tuple(h) for h in held]
+
+
+def contents(nodes, pods, policy: str, seed: int, model: str = "G2") -> list[tuple[int, ...]]:
+    """What each GPU of `model` that holds fractions holds at 100 % arrived load."""
+    pol = recording(policy)
+    r = replay(nodes, pods, pol, seed, until=100, keep_placements=True)
+    held: dict[tuple[int, int], list[int]] = {}
+    for i, node, used in r.placements:
+        p = pol.seen[i]
+        if nodes.model[node] == model and p.num_gpu == 1 and p.milli < 1000:
+            held.setdefault((node, used[0]), []).append(p.milli)
+    return [tuple(sorted(h, reverse=True)) for h in held.values()]
+
+
+def pairing_lines(nodes, pods, trace: str, policy: str, seed: int, top: int = 12) -> list[str]:
+    """The most common GPU contents on G2: the policy's, and FFD's for the same fractions."""
+    mine = collections.Counter(contents(nodes, pods, policy, seed))
+    ffd = collections.Counter(ffd_contents([m for c, n in mine.items() for _ in range(n)
+                                            for m in c]))
+    lines = [f"### What G2 GPUs hold at 100 %: `{policy}` vs FFD of the same fractions "
+             f"(`{trace}`, dev seed {seed})", "",
+             "| GPUs (policy) | contents (milli) | free | GPUs (FFD) | contents (milli) | free |",
+             "|---|---|---|---|---|---|"]
+    for (c1, n1), (c2, n2) in zip(mine.most_common(top), ffd.most_common(top)):
+        lines.append(f"| {n1} | {'+'.join(map(str, c1))} | {1000 - sum(c1)} | {n2} | "
+                     f"{'+'.join(map(str, c2))} | {1000 - sum(c2)} |")
+    return lines
+
+
 def one(nodes, pods, policy: str, seed: int) -> tuple[dict, dict]:
     """(totals, gap to FFD per GPU model, packing each model's own fractions)."""
     pol = recording(policy)
@@ -67,6 +111,9 @@ def main() -> None:
     ap.add_argument("--seeds", default="0-2")
     ap.add_argument("--policies", default="fgd,foresight")
     ap.add_argument("--out", default="replay_packing_bound.md")
+    ap.add_argument("--pairs", default="default-spec20:foresight",
+                    help="TRACE:POLICY whose G2 GPU contents are listed beside FFD's (first "
+                    "seed; empty: none)")
     a = ap.parse_args()
     seeds = parse_seeds(a.seeds)
     if max(seeds) >= 42:
@@ -105,6 +152,9 @@ def main() -> None:
                      f"{r['gap_to_ffd_gpus']:.1f} | {100 * r['gap_to_ffd_gpus'] / cap:.2f} | "
                      + ", ".join(f"{m} {v:.1f}" for m, v in r["by_model"].items()
                                  if abs(v) >= 0.5) + " |")
+    if a.pairs:
+        trace, policy = a.pairs.split(":")
+        lines += [""] + pairing_lines(nodes, load_trace(CSV, trace), trace, policy, seeds[0])
     write(RESULTS / a.out, lines)
 
 

@@ -104,6 +104,10 @@ VARIANTS = {
     "foresight-fitall": lambda: foresight(fit_scope="all"),
     "foresight-hl1000": lambda: foresight(half_life=1000.0),
     "foresight-hl2000-refresh8": lambda: foresight(half_life=2000.0, refresh=8),
+    # session 6: the residue term (simulator/replay/residue.py), Foresight's default since
+    "foresight-pass3": lambda: foresight(residue_weight=0.0),  # the third pass's Foresight
+    "foresight-res3": lambda: foresight(residue_weight=3.0),
+    "foresight-res5": lambda: foresight(residue_weight=5.0),
 }
 
 
@@ -175,6 +179,54 @@ def main() -> None:
             r = replay(nodes, work, pol, s, until=100)
             print(json.dumps({"trace": trace, "variant": name, "seed": s,
                               "a": r.alloc_at_100, "s": round(r.seconds, 1)}), flush=True)
+
+
+def _residue(weight: float, share: float) -> P.Policy:
+    """Probe (session 6; became Foresight's ``residue_weight`` term, simulator/replay/residue.py): a GPU fraction also pays ``weight`` x the change in
+    the *terminal waste* of the GPU it lands on: W(r) = the least milli a residue r keeps free
+    when filled only with the learned mix's common fraction sizes (share of fractions >=
+    ``share``), by an unbounded-knapsack DP. FGD's measure counts what each shape cannot use
+    of a residue, not how well the residue can still be filled (650 beside a 230 leaves 120
+    that nothing common fills; 650 on a fresh GPU leaves 350 that a 320 fills)."""
+    class Residue(P.Foresight):
+        name = f"foresight-residue{weight:g}-{share:g}"
+        residue_weight = 0.0  # on the third pass's Foresight (the real term is off)
+
+        def reset(self, cluster, trace):
+            super().reset(cluster, trace)
+            self._wkey, self._w = None, None
+
+        def _waste(self) -> np.ndarray:
+            m = self.mix
+            frac = (m.num_gpu == 1) & (m.gpu_milli > 0) & (m.gpu_milli < 1000)
+            sizes: dict[int, float] = {}
+            for g, f in zip(m.gpu_milli[frac], m.freq[frac]):
+                sizes[int(g)] = sizes.get(int(g), 0.0) + float(f)
+            tot = sum(sizes.values()) or 1.0
+            common = tuple(sorted(s // 10 for s, f in sizes.items() if f / tot >= share))
+            if common != self._wkey:
+                w = np.arange(101, dtype=float) * 10  # residue in 10-milli steps
+                for r in range(101):
+                    for s in common:
+                        if s <= r:
+                            w[r] = min(w[r], w[r - s])
+                self._wkey, self._w = common, w
+            return self._w
+
+        def increase(self, pod, node_ok):
+            inc = super().increase(pod, node_ok)
+            if not pod.shared:
+                return inc
+            w = self._waste()
+            f = self.cluster.gpu_free
+            after = np.clip(f - pod.milli, 0, 1000) // 10
+            return inc + weight * (w[after] - w[np.clip(f, 0, 1000) // 10])
+    return Residue()
+
+
+for _w in (1, 3, 10, 30):
+    for _s in (0.02, 0.05):
+        VARIANTS[f"foresight-residue{_w}-{_s}"] = (lambda w=_w, s=_s: _residue(w, s))
 
 
 if __name__ == "__main__":

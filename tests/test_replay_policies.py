@@ -174,3 +174,50 @@ def test_whole_gpu_pods_break_ties_toward_nodes_without_spare_cpu():
     assert list(_pick(pol, cluster, pod)) == [2]
     pol.whole_tie = "cpu-excess"
     assert list(_pick(pol, cluster, pod)) == [3]
+
+
+def test_terminal_waste_is_what_common_fraction_sizes_cannot_fill():
+    from scheduler_hook.fragmentation import ShapeMix
+    from simulator.replay.residue import TerminalWaste
+
+    # 320, 470, 650, 810 common; 110 rare (under 5 % of fractions); one whole-GPU shape
+    mix = ShapeMix.from_counts({(4000, 320, 1, ""): 20, (4000, 470, 1, ""): 40,
+                                (4000, 650, 1, ""): 20, (4000, 810, 1, ""): 60,
+                                (4000, 110, 1, ""): 2, (8000, 1000, 1, ""): 200})
+    w = TerminalWaste(0.05).fit(mix)
+    assert w.sizes_ == (32, 47, 65, 81)
+    free = np.array([120, 350, 530, 1000, 300])
+    # 120: nothing common fits; 350: a 320 leaves 30; 530: a 470 leaves 60;
+    # 1000: 650 + 320 leaves 30; 300: nothing fits
+    np.testing.assert_array_equal(w(free), [120, 30, 60, 30, 300])
+    # a 650 on a fresh GPU adds nothing (30 -> 30); beside a lone 230 (770 free: 470 leaves
+    # 300, 650 leaves 120; 320 + 320 leaves 130) it adds what a 120 residue keeps (120 - 120)
+    assert w.added(np.array([1000]), 650)[0] == 0
+    assert TerminalWaste(0.01).fit(mix)(np.array([120]))[0] == 10  # the rare 110 counts now
+
+
+def test_foresight_pairs_a_fraction_where_its_residue_can_still_be_filled():
+    nodes = Nodes(np.array(["n0", "n1"]), np.full(2, 64000), np.full(2, 256000),
+                  np.full(2, 1), np.array(["G2", "G2"]))
+
+    def scores(weight: float) -> np.ndarray:
+        cluster = Cluster(nodes)
+        cluster.place(0, 0, 4000, 0, 1, 230)  # n0: a lone 230-milli pod; n1: an empty GPU
+        pol = Foresight()
+        pol.residue_weight = weight
+        pol.reset(cluster, _trace([]))
+        for g, n in ((230, 10), (320, 20), (470, 40), (650, 20), (810, 60)):
+            for _ in range(n):  # every size before the last mix refresh (each new size)
+                pol.observe(Pod(4000, 1024, 1, g, ""))
+        assert pol.residue.sizes_ == ((23, 32, 47, 65, 81) if weight else None)
+        pod = Pod(4000, 1024, 1, 650, "")
+        ok, slots = cluster.feasible(pod.cpu, pod.mem, pod.num_gpu, pod.milli, pod.spec)
+        return pol.score(pod, ok, slots)[0]
+
+    # a 650 beside the 230 leaves 120 that nothing common fills (the 770 it takes could have
+    # been filled to 70 by 470 + 230): terminal waste +50; on the empty GPU it leaves 350,
+    # filled to 30 by a 320, as the empty GPU would have been (650 + 320): +0
+    off, on, strong = scores(0.0), scores(10.0), scores(30.0)
+    assert np.argmax(off) == 0  # FGD's measure fills the GPU that already holds a pod
+    assert (on[1] - on[0]) - (off[1] - off[0]) == 10.0 * 50
+    assert np.argmax(strong) == 1

@@ -108,6 +108,7 @@ class TimelineForesight(_CachedIncrease, Foresight):
     # and so do issue 13's CPU terms (a class's CPU-rich hosts, the spare-CPU tie-break)
     host_weight = 0.0
     whole_tie = "bestfit"
+    residue_weight = 0.0  # session 6's residue term: tried on the openb replay only
 
     def reset(self, cluster, trace):
         super().reset(cluster, trace)

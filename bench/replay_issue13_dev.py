@@ -14,7 +14,10 @@ pass's Foresight); the earlier variants now run on top of the third pass's defau
 rows named `foresight-shapes*`, `-cpupods`, `-hostsc*`, `-hostss*` ran exploratory code that
 was dropped (see the Reading of replay_generalize.md). Rows with `"pass": 4` (session 6) ran
 the third pass's policies with one generic knob changed (`foresight-fit*`, `-hl*`, `-refresh8`,
-`-fitall`): none was adopted (see the Reading).
+`-fitall`): none was adopted (see the Reading). Pass-4 rows with `"code": "pass3"` named
+`foresight-residue*` ran the residue probe below on the third pass; rows with `"code":
+"residue"` ran after the residue term became Foresight's default (`foresight` = weight 10,
+`foresight-pass3` = the third pass, `-res3` / `-res5` = weights 3 / 5).
 """
 from __future__ import annotations
 

@@ -116,7 +116,7 @@ class Foresight(FGD):
     decreasing would (650 beside a lone 230 instead of a 320; bench/results/
     replay_packing_bound.md). ``residue_weight`` charges a fraction for the terminal waste it
     adds to its GPU (simulator/replay/residue.py). Dev seeds, against the third pass:
-    `default-spec20` +0.15 (0-5, every seed), 14 other lists +0.03 to +0.52 (0-1 or 0-2),
+    `default-spec20` +0.15 (0-5, every seed), 12 other lists +0.03 to +0.52 (0-2 or fewer),
     `default-spec25` 0.00, `default-spec33` -0.07.
     Dev-seed tables: bench/results/replay_generalize_dev.md, replay_issue13_dev.jsonl.
     """

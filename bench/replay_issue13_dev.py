@@ -107,7 +107,7 @@ VARIANTS = {
     "foresight-fitall": lambda: foresight(fit_scope="all"),
     "foresight-hl1000": lambda: foresight(half_life=1000.0),
     "foresight-hl2000-refresh8": lambda: foresight(half_life=2000.0, refresh=8),
-    # session 6: the residue term (simulator/replay/residue.py), Foresight's default since
+    # session 6: the residue term (scheduler_hook/residue.py), Foresight's default since
     "foresight-pass3": lambda: foresight(residue_weight=0.0),  # the third pass's Foresight
     "foresight-res3": lambda: foresight(residue_weight=3.0),
     "foresight-res5": lambda: foresight(residue_weight=5.0),
@@ -185,7 +185,8 @@ def main() -> None:
 
 
 def _residue(weight: float, share: float) -> P.Policy:
-    """Probe (session 6; became Foresight's ``residue_weight`` term, simulator/replay/residue.py): a GPU fraction also pays ``weight`` x the change in
+    """Probe (session 6; became Foresight's ``residue_weight``, scheduler_hook/residue.py):
+    a GPU fraction also pays ``weight`` x the change in
     the *terminal waste* of the GPU it lands on: W(r) = the least milli a residue r keeps free
     when filled only with the learned mix's common fraction sizes (share of fractions >=
     ``share``), by an unbounded-knapsack DP. FGD's measure counts what each shape cannot use

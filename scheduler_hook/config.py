@@ -39,4 +39,10 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
                 raise ForesightError(f"config {path}: unknown score component {name!r} in {key}")
             if not isinstance(w, (int, float)) or w < 0:
                 raise ForesightError(f"config {path}: {key}.{name} must be a number >= 0")
+    frag = merged.get("fragmentation") or {}
+    for name, lo, hi in (("residue_weight", 0.0, float("inf")), ("residue_share", 0.0, 1.0)):
+        v = frag.get(name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
+            raise ForesightError(f"config {path}: fragmentation.{name} must be a number in "
+                                 f"[{lo:g}, {hi:g}]")
     return merged

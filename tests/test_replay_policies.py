@@ -178,7 +178,7 @@ def test_whole_gpu_pods_break_ties_toward_nodes_without_spare_cpu():
 
 def test_terminal_waste_is_what_common_fraction_sizes_cannot_fill():
     from scheduler_hook.fragmentation import ShapeMix
-    from simulator.replay.residue import TerminalWaste
+    from scheduler_hook.residue import TerminalWaste
 
     # 320, 470, 650, 810 common; 110 rare (under 5 % of fractions); one whole-GPU shape
     mix = ShapeMix.from_counts({(4000, 320, 1, ""): 20, (4000, 470, 1, ""): 40,

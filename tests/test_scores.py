@@ -216,3 +216,35 @@ def test_packing_prefers_the_fuller_node():
     c = ctx(st, make_pod("p", gpus=1))
     v = by_name(st, c, Packing().score(c))
     assert v["a"] == pytest.approx(0.75) and v["b"] == pytest.approx(0.25)
+
+
+def test_fragmentation_charges_a_fraction_the_residue_it_leaves_unfillable(tmp_path):
+    """650 milli beside a lone 230 leaves 120 that no common size fills; on the empty GPU it
+    leaves 350, which a 320 fills. FGD's measure alone fills the GPU that holds a pod; the
+    residue term (`fragmentation.residue_weight`) moves the fraction to the empty GPU."""
+    nodes = [make_node("holds230", gpus=1), make_node("empty", gpus=1)]
+    pods = [make_pod("r", fraction=0.23, node="holds230", phase="Running")]
+    for milli, n in ((230, 1), (320, 2), (470, 4), (650, 2), (810, 6)):  # pending: the mix
+        pods += [make_pod(f"s{milli}-{i}", fraction=milli / 1000) for i in range(n)]
+    st = cluster(nodes, pods)
+    pod = make_pod("p", fraction=0.65)
+
+    def raw(weight: float) -> dict:
+        cfg_file = tmp_path / f"w{weight}.yaml"
+        cfg_file.write_text(f"fragmentation:\n  residue_weight: {weight}\n")
+        c = ctx(st, pod, cfg=load_config(cfg_file))
+        res = Fragmentation().score(c)
+        return {st.names[r]: float(v) for r, v in zip(c.rows, res.raw)}
+
+    off, on = raw(0.0), raw(30.0)
+    assert off["holds230"] < off["empty"]
+    assert on["empty"] < on["holds230"]
+    # the 770 free beside the 230 could be filled to 70 (470 + 230), 120 after the pod: +50;
+    # the empty GPU, 30 (650 + 320) before and after (320): +0
+    assert (on["holds230"] - off["holds230"]) - (on["empty"] - off["empty"]) == 30 * 50
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("fragmentation:\n  residue_weight: -1\n")
+    from foresight.errors import ForesightError
+
+    with pytest.raises(ForesightError, match="fragmentation.residue_weight"):
+        load_config(bad)

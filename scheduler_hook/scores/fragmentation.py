@@ -10,6 +10,7 @@ import numpy as np
 
 from scheduler_hook.fragmentation import ShapeMix, fragmentation_increase
 from scheduler_hook.podspec import allowed_models
+from scheduler_hook.residue import TerminalWaste
 from scheduler_hook.scores.base import ComponentResult, Context, constant
 
 _NO_CPU_LIMIT = np.int64(1) << 40  # the hook leaves CPU fit to kube-scheduler
@@ -77,8 +78,21 @@ def slot_increase(ctx: Context) -> np.ndarray:
         inc[sel] = fragmentation_increase(free[sel], cpu[sel], mix,
                                           None if access is None else access[sel], 0,
                                           int(need), ctx.pod.gpus)
+    weight = float(ctx.cfg.get("fragmentation", {}).get("residue_weight", 0.0))
+    if weight and ctx.pod.gpus == 1:  # a GPU fraction also pays the terminal waste it adds
+        need = ctx.need.astype(np.int64)[:, None]
+        frac = (need > 0) & (need < 1000)
+        inc = np.where(frac, inc + weight * terminal_waste(ctx, mix).added(free, need), inc)
     inc[~model_ok(ctx)] = np.inf  # only GPUs of a model the pod may use count for it
     return inc
+
+
+def terminal_waste(ctx: Context, mix: ShapeMix) -> TerminalWaste:
+    """What the mix's common GPU-fraction sizes cannot fill of each residue (cached)."""
+    if "terminal_waste" not in ctx.cache:
+        share = float(ctx.cfg.get("fragmentation", {}).get("residue_share", 0.05))
+        ctx.cache["terminal_waste"] = TerminalWaste(share).fit(mix)
+    return ctx.cache["terminal_waste"]
 
 
 def best_increase(ctx: Context) -> np.ndarray:

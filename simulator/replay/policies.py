@@ -15,7 +15,7 @@ from simulator.replay.baselines import (BestFit, DotProduct, GpuClustering, GpuP
 from simulator.replay.cluster import MILLI, Cluster
 from simulator.replay.host_reserve import HostReserve
 from simulator.replay.reserve import ClassReserve, usable_gpu
-from simulator.replay.residue import TerminalWaste
+from scheduler_hook.residue import TerminalWaste
 
 FIT_TIE = 1e-6  # best-fit weight of the pods outside Foresight.fit_scope: a tie-break only
 
@@ -115,7 +115,7 @@ class Foresight(FGD):
     capacity is what GPU fractions leave, and Foresight paired them worse than first-fit
     decreasing would (650 beside a lone 230 instead of a 320; bench/results/
     replay_packing_bound.md). ``residue_weight`` charges a fraction for the terminal waste it
-    adds to its GPU (simulator/replay/residue.py). Dev seeds, against the third pass:
+    adds to its GPU (scheduler_hook/residue.py). Dev seeds, against the third pass:
     `default-spec20` +0.15 (0-5, every seed), 12 other lists +0.03 to +0.52 (0-2 or fewer),
     `default-spec25` 0.00, `default-spec33` -0.07.
     Dev-seed tables: bench/results/replay_generalize_dev.md, replay_issue13_dev.jsonl.
@@ -139,7 +139,7 @@ class Foresight(FGD):
     strand_ratio = "gpu-pods"  # CPU/memory per GPU of the stranded term (see _strand_demand)
     # session 6: a GPU fraction pays this x the terminal waste it adds to its GPU (what the
     # mix's common fraction sizes, share >= residue_share, can no longer fill there;
-    # simulator/replay/residue.py). Packing replay only: the beyond-packing modes were tuned
+    # scheduler_hook/residue.py). Packing replay only: the beyond-packing modes were tuned
     # without it. Dev seeds 0-5 of `default-spec20`: 95.81 -> 95.96 (weight 10; 1 / 3 / 30 on
     # seed 0 or seeds 1-5: 95.85 / 95.85 / 95.96); `default` seeds 0-2 95.88 -> 95.93
     residue_weight = 10.0

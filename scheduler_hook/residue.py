@@ -1,5 +1,5 @@
-"""How well a GPU's free milli can still be filled: the residue term of Foresight's replay policy
-(issue 13, session 6).
+"""How well a GPU's free milli can still be filled: the residue term of Foresight's placement
+(issue 13, session 6), used by the extender's fragmentation score and the openb replay.
 
 FGD's measure counts, for each shape of the mix, the free milli that the shape cannot use. It
 does not ask how well a residue can still be *filled*. On `default-spec20` (dev seed 0,
@@ -7,7 +7,9 @@ bench/results/replay_packing_bound.md) FGD-style greed put 650-milli pods beside
 (120 milli left, which no common size fills) where first-fit decreasing pairs 650 with 320 (30
 left) and packs the 220-230s together. ``TerminalWaste`` gives, for every residue r, the least
 milli that r keeps free when filled only with the mix's common GPU-fraction sizes (an
-unbounded-knapsack DP); a fraction then pays for the terminal waste its placement adds.
+unbounded-knapsack DP); a fraction then pays for the terminal waste its placement adds
+(`fragmentation.residue_weight` in the extender's config, `Foresight.residue_weight` in the
+replay).
 """
 from __future__ import annotations
 

@@ -15,7 +15,8 @@ rows named `foresight-shapes*`, `-cpupods`, `-hostsc*`, `-hostss*` ran explorato
 was dropped (see the Reading of replay_generalize.md). Rows with `"pass": 4` (session 6) ran
 the third pass's policies with one generic knob changed (`foresight-fit*`, `-hl*`, `-refresh8`,
 `-fitall`): none was adopted (see the Reading). Pass-4 rows with `"code": "pass3"` named
-`foresight-residue*` ran the residue probe below on the third pass; rows with `"code":
+`foresight-residue*` ran the residue probe (now the real term, see VARIANTS below) on the
+third pass; rows with `"code":
 "residue"` ran after the residue term became Foresight's default (`foresight` = weight 10,
 `foresight-pass3` = the third pass, `-res3` / `-res5` = weights 3 / 5).
 """
@@ -184,53 +185,14 @@ def main() -> None:
                               "a": r.alloc_at_100, "s": round(r.seconds, 1)}), flush=True)
 
 
-def _residue(weight: float, share: float) -> P.Policy:
-    """Probe (session 6; became Foresight's ``residue_weight``, scheduler_hook/residue.py):
-    a GPU fraction also pays ``weight`` x the change in
-    the *terminal waste* of the GPU it lands on: W(r) = the least milli a residue r keeps free
-    when filled only with the learned mix's common fraction sizes (share of fractions >=
-    ``share``), by an unbounded-knapsack DP. FGD's measure counts what each shape cannot use
-    of a residue, not how well the residue can still be filled (650 beside a 230 leaves 120
-    that nothing common fills; 650 on a fresh GPU leaves 350 that a 320 fills)."""
-    class Residue(P.Foresight):
-        name = f"foresight-residue{weight:g}-{share:g}"
-        residue_weight = 0.0  # on the third pass's Foresight (the real term is off)
-
-        def reset(self, cluster, trace):
-            super().reset(cluster, trace)
-            self._wkey, self._w = None, None
-
-        def _waste(self) -> np.ndarray:
-            m = self.mix
-            frac = (m.num_gpu == 1) & (m.gpu_milli > 0) & (m.gpu_milli < 1000)
-            sizes: dict[int, float] = {}
-            for g, f in zip(m.gpu_milli[frac], m.freq[frac]):
-                sizes[int(g)] = sizes.get(int(g), 0.0) + float(f)
-            tot = sum(sizes.values()) or 1.0
-            common = tuple(sorted(s // 10 for s, f in sizes.items() if f / tot >= share))
-            if common != self._wkey:
-                w = np.arange(101, dtype=float) * 10  # residue in 10-milli steps
-                for r in range(101):
-                    for s in common:
-                        if s <= r:
-                            w[r] = min(w[r], w[r - s])
-                self._wkey, self._w = common, w
-            return self._w
-
-        def increase(self, pod, node_ok):
-            inc = super().increase(pod, node_ok)
-            if not pod.shared:
-                return inc
-            w = self._waste()
-            f = self.cluster.gpu_free
-            after = np.clip(f - pod.milli, 0, 1000) // 10
-            return inc + weight * (w[after] - w[np.clip(f, 0, 1000) // 10])
-    return Residue()
-
-
+# The residue probe's variants (session 6). The probe that produced the `"code": "pass3"` rows
+# was a copy of the term on the third pass's Foresight; it is now the real term
+# (scheduler_hook/residue.py), which gives the same numbers (`default-spec20` seeds 0 / 1
+# at weight 10: 95.9097 / 95.9839 both ways).
 for _w in (1, 3, 10, 30):
     for _s in (0.02, 0.05):
-        VARIANTS[f"foresight-residue{_w}-{_s}"] = (lambda w=_w, s=_s: _residue(w, s))
+        VARIANTS[f"foresight-residue{_w}-{_s}"] = (
+            lambda w=_w, s=_s: foresight(residue_weight=float(w), residue_share=s))
 
 
 if __name__ == "__main__":

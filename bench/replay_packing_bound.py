@@ -31,19 +31,6 @@ from simulator.replay.engine import replay  # noqa: E402
 RESULTS = Path(__file__).parent / "results"
 
 
-def ffd_bins(milli: list[int], size: int = 1000) -> int:
-    """GPUs first-fit decreasing needs for these fractions (offline)."""
-    loads: list[int] = []
-    for m in sorted(milli, reverse=True):
-        for k, used in enumerate(loads):
-            if used + m <= size:
-                loads[k] += m
-                break
-        else:
-            loads.append(m)
-    return len(loads)
-
-
 def ffd_contents(milli: list[int], size: int = 1000) -> list[tuple[int, ...]]:
     """What each GPU holds after first-fit decreasing."""
     loads: list[int] = []
@@ -58,6 +45,11 @@ def ffd_contents(milli: list[int], size: int = 1000) -> list[tuple[int, ...]]:
             loads.append(m)
             held.append([m])
     return [tuple(h) for h in held]
+
+
+def ffd_bins(milli: list[int], size: int = 1000) -> int:
+    """GPUs first-fit decreasing needs for these fractions (offline)."""
+    return len(ffd_contents(milli, size))
 
 
 def contents(nodes, pods, policy: str, seed: int, model: str = "G2") -> list[tuple[int, ...]]:

@@ -190,8 +190,7 @@ def test_terminal_waste_is_what_common_fraction_sizes_cannot_fill():
     # 120: nothing common fits; 350: a 320 leaves 30; 530: a 470 leaves 60;
     # 1000: 650 + 320 leaves 30; 300: nothing fits
     np.testing.assert_array_equal(w(free), [120, 30, 60, 30, 300])
-    # a 650 on a fresh GPU adds nothing (30 -> 30); beside a lone 230 (770 free: 470 leaves
-    # 300, 650 leaves 120; 320 + 320 leaves 130) it adds what a 120 residue keeps (120 - 120)
+    # a 650 on a fresh GPU adds nothing: W(1000) = W(350) = 30
     assert w.added(np.array([1000]), 650)[0] == 0
     assert TerminalWaste(0.01).fit(mix)(np.array([120]))[0] == 10  # the rare 110 counts now
 

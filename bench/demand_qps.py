@@ -34,7 +34,7 @@ QPS = ROOT.parent / "shared" / "traces" / "genai-2026-dev" / "qps_dev.csv"
 RES = ROOT / "bench" / "results"
 H = 10
 DESIGN: dict = dict(target="residual", base="ewma", multiscale=True, val_bins=180,
-                    n_estimators=200, min_child_samples=20, mix=True)
+                    n_estimators=200, min_child_samples=20, mix=True, recent_window=6)
 #: the forecaster's own candidates, not simple baselines: the served forecast is compared
 #: with the best single simple predictor (last value, mean of the last 10 min, EWMA, AutoETS)
 CANDIDATES = ("model", "lightgbm", "ewma_mix")
@@ -62,7 +62,12 @@ def run(df: pd.DataFrame, part: str) -> str:
     lines = [f"## {part} test: origins {start} .. {stop} ({len(pred)} origins), fitted on "
              f"ds < {start}", "", md_table(met), "",
              f"- served: **{model.served('gateway')}** (validation MAE: " + ", ".join(
-                 f"{k} {v:.4f}" for k, v in model.val_scores_["gateway"].items()) + ")",
+                 f"{k} {v:.4f}" for k, v in model.val_scores_["gateway"].items()) + ")" + (
+                 "; re-picked per origin from the last "
+                 f"{model.recent_window} ended horizons: " + ", ".join(
+                     f"{k} {v:.0%}" for k, v in
+                     pred["model"].value_counts(normalize=True).items()) + " of test origins"
+                 if model.recent_window else ""),
              f"- best simple baseline: {best} ({simple.loc[best, 'MAE']:.4f}); **model / best "
              f"baseline = {ratio:.3f}**; EWMA alpha {alpha}; coverage "
              f"{m.loc['model', 'coverage_p10_p90']:.1%}; wall {wall:.0f} s", ""]

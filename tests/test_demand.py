@@ -276,3 +276,78 @@ def test_ewma_mix_is_a_named_candidate_that_round_trips(tmp_path):
     assert "ewma_mix" not in plain.val_scores_["g"] and "ewma_mix" not in plain.baselines()
     with pytest.raises(ValueError, match="agg='mean'"):
         DemandForecaster(freq="1min", horizon=10, agg="sum", mix=True).fit(df)
+
+
+def test_recent_window_repicks_per_origin_without_leaking(tmp_path):
+    """recent_window: at each origin the served predictor is the best over the last horizons
+    that have ended. Noise around a level (a slow EWMA is right, and validates) that turns
+    into a random walk after the training end (the last value and fast EWMAs are right)."""
+    rng = np.random.default_rng(4)
+    n, cut, H = 1200, 780, 10
+    y = 50 + rng.normal(0, 6, n)
+    y[cut:] = 50 + np.cumsum(rng.normal(0, 3, n - cut))
+    ds = pd.date_range("2026-01-05", periods=n, freq="1min", tz="UTC")
+    df = pd.DataFrame({"unique_id": "g", "ds": ds, "y": y})
+    T = ds[cut]
+    kw = dict(agg="mean", with_ets=False, n_estimators=20, val_bins=180, base="ewma", mix=True)
+    static, _, fixed = backtest(df, "1min", H, T, **kw)
+    pred, _, model = backtest(df, "1min", H, T, recent_window=6, **kw)
+    late = (pd.to_datetime(pred["origin"], utc=True) >= T + pd.Timedelta("2h")).to_numpy()
+    fast = {"persistence", "ewma_0.5", "ewma_0.3"}
+    assert fixed.served("g") not in fast and (static["model"] == fixed.served("g")).all()
+    assert pred.loc[late, "model"].isin(fast).mean() > 0.7
+    err = lambda p: float(np.mean(np.abs(p["p50"] - p["y_true"]).to_numpy()[late]))
+    assert err(pred) < 0.8 * err(static)
+    for name in set(pred["model"]):  # every served name's value is its own column or EWMA
+        rows = (pred["model"] == name).to_numpy()
+        a = float(name[5:]) if name.startswith("ewma_") and name != "ewma_mix" else None
+        ref = (df["y"].ewm(alpha=a).mean().shift(1).to_numpy()[
+            df.set_index("ds").index.get_indexer(pd.to_datetime(pred["origin"], utc=True))]
+            if a is not None else pred[name if name != "model" else "lightgbm"].to_numpy())
+        np.testing.assert_allclose(pred["p50"].to_numpy()[rows], ref[rows], rtol=1e-9)
+    # the pick at an origin reads only horizons that ended before it
+    t0 = T + pd.Timedelta("150min")
+    changed = df.copy()
+    changed.loc[changed["ds"] >= t0, "y"] += 40.0
+    b = model.predict_origins(changed, T)
+    a = model.predict_origins(df, T)
+    at = lambda p: p[pd.to_datetime(p["origin"], utc=True) == t0]
+    assert at(a)["model"].tolist() == at(b)["model"].tolist()
+    np.testing.assert_allclose(at(a)[["p10", "p50", "p90"]], at(b)[["p10", "p50", "p90"]])
+    # the live forecast from the bins before t0 serves what the backtest served at t0
+    live = model.predict(df[df["ds"] < t0])
+    assert live["model"].tolist() == at(a)["model"].tolist()
+    np.testing.assert_allclose(live[["p10", "p50", "p90"]], at(a)[["p10", "p50", "p90"]])
+    model.save(tmp_path / "m")
+    back = DemandForecaster.load(tmp_path / "m")
+    assert back.recent_window == 6
+    pd.testing.assert_frame_equal(back.predict_origins(df, T), a)
+    pd.testing.assert_frame_equal(back.predict(df), model.predict(df))
+
+
+def test_cli_target_rate_repicks_and_names_what_it_serves(tmp_path, capsys):
+    """--target rate (--agg mean): the gateway-QPS design; each origin's served predictor is
+    named in the PRED file and the forecast table; with --agg sum it is a one-line error."""
+    from foresight.commands.demand import RATE, _target
+
+    assert _target("rate", "mean") == RATE and RATE["recent_window"] == 6
+    rng = np.random.default_rng(5)
+    n = 900
+    y = np.r_[50 + rng.normal(0, 6, 500), 50 + np.cumsum(rng.normal(0, 3, n - 500))]
+    path = tmp_path / "Q.csv"
+    pd.DataFrame({"unique_id": "gateway", "ds": pd.date_range(
+        "2026-01-05", periods=n, freq="1min", tz="UTC"), "y": y}).to_csv(path, index=False)
+    out = tmp_path / "P.csv"
+    base = ["--series", str(path), "--freq", "1min", "--horizon", "10min", "--val-bins", "180"]
+    assert _run(["backtest", *base, "--test-start", "2026-01-05T09:00Z", "--out", str(out),
+                 "--agg", "mean", "--target", "rate", "--no-ets"]) == 0
+    pred = pd.read_csv(out)
+    names = set(pred["model"])
+    assert len(names) > 1 and any(n.startswith("ewma_") for n in names)
+    capsys.readouterr()
+    assert _run(["forecast", *base, "--agg", "mean", "--target", "rate"]) == 0
+    assert "gateway" in capsys.readouterr().out
+    assert _run(["backtest", *base, "--test-start", "2026-01-05T09:00Z", "--out", str(out),
+                 "--target", "rate"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "--agg mean" in err and "\n" not in err

@@ -72,6 +72,8 @@ class Design:
             return self.extra["ewma"][self.extra["alpha"]]
         if name == "ewma_mix":  # a forecast combination: the mean over every alpha's EWMA
             return np.mean(list(self.extra["ewma"].values()), axis=0)
+        if name.startswith("ewma_"):  # ewma_<alpha>: one alpha of the grid
+            return self.extra["ewma"][float(name[5:])]
         return getattr(self, name)
 
 

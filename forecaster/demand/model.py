@@ -29,7 +29,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from forecaster.demand.features import LEVEL_FLOOR, Design, design
+from forecaster.demand.features import EWMA_ALPHAS, LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 
 SCHEMA_VERSION = 2
@@ -56,7 +56,8 @@ class DemandForecaster:
                  shrink_grid: tuple[float, ...] = (0.0, 0.25, 0.5, 0.75, 1.0), seed: int = 0,
                  n_jobs: int = 1, target: str = "residual", multiscale: bool = False,
                  fallback: bool = True, level_floor: float = LEVEL_FLOOR,
-                 unit_scale: bool = True, base: str = "persistence", mix: bool = False) -> None:
+                 unit_scale: bool = True, base: str = "persistence", mix: bool = False,
+                 recent_window: int | None = None) -> None:
         if target not in ("residual", "ratio"):
             raise ValueError(f"target {target!r}: use residual or ratio")
         if base not in ("persistence", "mean_last_h", "ewma") or (base in _LEVEL_ONLY
@@ -86,6 +87,9 @@ class DemandForecaster:
         # a forecast combination among the fallbacks (levels only): the mean of the EWMAs at
         # every alpha of the grid, robust to the alpha that the training part would pick
         self.mix = mix
+        # horizons of ended forecasts that re-pick the served predictor at each origin (None:
+        # the validated choice throughout); see _repick
+        self.recent_window = recent_window
 
     def design(self, df: pd.DataFrame, unit: dict[str, float]) -> Design:
         des = design(df, unit, self.freq, self.horizon, self.agg, self.multiscale,
@@ -173,7 +177,7 @@ class DemandForecaster:
         a = (1 - self.coverage) / 2
         y, ids = des.y_true[rows], des.ids[rows]
         out: dict[str, dict[str, list[float]]] = {}
-        for name in (MODEL, *self.fallbacks()):
+        for name in (MODEL, *self.candidates()):
             v = p50 if name == MODEL else des.baseline(name)[rows]
             z = (y - v) / (self._zscale(des)[rows] if name == MODEL else des.scale[rows])
             for uid in ("*", *pd.unique(ids)):
@@ -208,6 +212,33 @@ class DemandForecaster:
         some VCs at 6 h and lost the test (selection noise, +0.15 % MAE over persistence)."""
         return tuple(b for b in FALLBACKS if b not in _LEVEL_ONLY or b == self.base
                      or (b == "ewma_mix" and self.mix))
+
+    def candidates(self) -> tuple[str, ...]:
+        """What may replace the model: the fallbacks, and with a recent window and `mix`,
+        the EWMA at each alpha of the grid (`ewma_<alpha>`, re-picked per origin only)."""
+        alphas = tuple(f"ewma_{a:g}" for a in EWMA_ALPHAS) if (
+            self.recent_window and self.mix) else ()
+        return (*self.fallbacks(), *alphas)
+
+    def _repick(self, des: Design, rows: np.ndarray, who: np.ndarray) -> np.ndarray:
+        """The served predictor per row, re-picked at each origin from the errors of the
+        last `recent_window` horizons that have ended (forecaster/usage/repick.py, scope per
+        series): a request rate's regime changes within hours (busy, then quiet at night) and
+        the validation tail cannot see the next one. The model's errors up to its training
+        end are in-sample and do not count."""
+        from forecaster.usage.repick import recent_pick
+
+        known = np.isfinite(des.baseline(self.base))
+        cand = {MODEL: self._raw(des, known),
+                **{b: des.baseline(b)[known] for b in self.candidates()}}
+        static = np.array([self.served(u) for u in des.ids[known]], dtype=object)
+        pick = recent_pick(des.ids[known], des.origins[known], des.y_true[known], cand, static,
+                           self.horizon, self.recent_window * self.horizon, "series", 0.03,
+                           pd.Timestamp(self.train_end_) - pd.Timedelta(self.freq))
+        out = who.copy()
+        sel = known[rows]
+        out[sel] = pick[rows[known]]
+        return out
 
     def baselines(self) -> tuple[str, ...]:
         """Baseline columns of every output (level baselines only for agg=mean)."""
@@ -248,11 +279,12 @@ class DemandForecaster:
         raw = self._raw(des, rows)
         ids = des.ids[rows]
         who = np.array([self.served(u) for u in ids], dtype=object)
+        if self.recent_window:
+            who = self._repick(des, rows, who)
         p50, zs = raw.copy(), self._zscale(des)[rows].copy()
         lo, hi = np.zeros(len(raw)), np.zeros(len(raw))
-        for uid in pd.unique(ids):
-            r = ids == uid
-            name = self.served(uid)
+        for uid, name in set(zip(ids, who)):
+            r = (ids == uid) & (who == name)
             if name != MODEL:
                 p50[r], zs[r] = des.baseline(name)[rows][r], des.scale[rows][r]
             lo[r], hi[r] = self._q(uid, name)

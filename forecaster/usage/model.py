@@ -31,7 +31,7 @@ import pandas as pd
 from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
-from forecaster.usage.intervals import conformal_quantiles
+from forecaster.usage.intervals import conformal_quantiles, recent_bounds
 from forecaster.usage.presets import PRESETS, preset
 from forecaster.usage.repick import BASELINES, recent_pick
 
@@ -57,7 +57,8 @@ class UsageForecaster:
                  fleet: bool = False, half_life: float | None = None,
                  hurdle: bool = False, recent_window: int | None = None,
                  recent_scope: str = "series", recent_unit: str = "bins",
-                 recent_z: float = 0.0, tune: tuple[dict, ...] = ()) -> None:
+                 recent_z: float = 0.0, tune: tuple[dict, ...] = (),
+                 recent_intervals: bool = False) -> None:
         self.horizon = horizon
         self.val_frac = val_frac
         self.coverage = coverage
@@ -92,6 +93,8 @@ class UsageForecaster:
         # independent errors at every horizon); recent_z: evidence needed to leave the
         # fit-time choice (forecaster/usage/repick.py)
         self.recent_unit, self.recent_z = recent_unit, recent_z
+        # p10/p90 re-calibrated at each origin from the same window's served residuals
+        self.recent_intervals = recent_intervals
         # other tree settings (num_leaves, min_child_samples, learning_rate, n_estimators,
         # half_life) tried beside the constructor's on the validation tail; the best is kept
         # (`params_`): small recency-weighted trees suit a serving fleet whose load drifts
@@ -298,6 +301,19 @@ class UsageForecaster:
         k = self.horizon if self.recent_unit == "horizons" else 1
         return int(self.recent_window) * k
 
+    def _recent_q(self, d: dict, pick: np.ndarray, keep: np.ndarray, cand: dict,
+                  served: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sliding-window conformal bounds (intervals.recent_bounds) of the served residuals
+        at the kept rows; the model's residuals up to its training end are in-sample."""
+        p = np.choose(pd.Categorical(served, categories=list(cand)).codes, list(cand.values()))
+        t, y = pd.to_datetime(d["origins"][pick], utc=True), d["y_true"][pick]
+        te = getattr(self, "train_end_", None)
+        usable = np.isfinite(y) & ~((served == "model") & np.asarray(
+            t <= te if te is not None else np.zeros(len(y), bool)))
+        lo, hi = recent_bounds(d["origins"][pick], y, p, d["scale"][pick], d["flat"][pick],
+                               usable, keep, self.horizon, self.window_bins(), self.coverage)
+        return lo[keep], hi[keep]
+
     def _serve(self, d: dict, rows: np.ndarray) -> pd.DataFrame:
         """Served p10/p50/p90, the predictor's name and the baselines at the `rows` origins."""
         d["ses"] = d["ses_all"][self.ses_alpha_]
@@ -312,12 +328,15 @@ class UsageForecaster:
             cand["model"] = self._hurdled(d, pick, cand["model"], self.still_)
         served = np.asarray([self.served_series_.get(str(u), self.served_) for u in ids],
                             dtype=object)
+        rq = None
         if self.recent_window:
             served = recent_pick(ids, d["origins"][pick], d["y_true"][pick], cand, served,
                                  self.horizon, self.window_bins(), self.recent_scope,
                                  self.min_gain, getattr(self, "train_end_", None),
                                  self.recent_z)
             keep = rows[pick]
+            if self.recent_intervals:
+                rq = self._recent_q(d, pick, keep, cand, served)
             ids, served = ids[keep], served[keep]
             cand = {c: p[keep] for c, p in cand.items()}
         p50, lo, hi = np.zeros(len(ids)), np.zeros(len(ids)), np.zeros(len(ids))
@@ -327,6 +346,9 @@ class UsageForecaster:
                 m = (served == c) & fm
                 q = self.q_[c][g]
                 p50[m], lo[m], hi[m] = p[m], p[m] + q[0] * s[m], p[m] + q[1] * s[m]
+        if rq is not None:  # the recent window's bounds where it had enough rows
+            ok = np.isfinite(rq[0])
+            lo[ok], hi[ok] = p50[ok] + rq[0][ok] * s[ok], p50[ok] + rq[1][ok] * s[ok]
         p50 = np.clip(p50, self.y_min, self.y_max_)
         return pd.DataFrame({
             "unique_id": ids, "origin": d["origins"][rows], "y_true": d["y_true"][rows],
@@ -353,6 +375,7 @@ class UsageForecaster:
             "tune": list(self.tune), "params": self.params_,
             "recent_window": self.recent_window, "recent_scope": self.recent_scope,
             "recent_unit": self.recent_unit, "recent_z": self.recent_z,
+            "recent_intervals": self.recent_intervals,
             "min_gain": self.min_gain,  # the re-pick applies it at each origin
             "train_end": self.train_end_.isoformat(),
             "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
@@ -374,6 +397,7 @@ class UsageForecaster:
                 recent_window=man.get("recent_window"),
                 recent_scope=man.get("recent_scope", "series"),
                 recent_unit=man.get("recent_unit", "bins"), recent_z=man.get("recent_z", 0.0),
+                recent_intervals=man.get("recent_intervals", False),
                 min_gain=man.get("min_gain", 0.03), tune=tuple(man.get("tune", ())))
         m.params_ = man.get("params", {})
         m.train_end_ = pd.Timestamp(man["train_end"]) if man.get("train_end") else None

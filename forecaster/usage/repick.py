@@ -49,7 +49,8 @@ def recent_pick(ids: np.ndarray, origins: np.ndarray, y: np.ndarray, cand: dict[
                 z: float = 0.0) -> np.ndarray:
     """The served predictor's name per row. Rows are per series in time order on regular bins
     (the design's layout); `y` is each origin's horizon mean (NaN where it runs past the data);
-    `cand` maps "model" and the BASELINES to their forecasts on the same rows. scope "series":
+    `cand` maps "model" and the baselines (BASELINES for usage; any names, in their
+    tie-break order) to their forecasts on the same rows. scope "series":
     each series' own errors; "fleet": the mean over every series at each origin (a load regime
     is fleet-wide, and one pod's rare steps make its own window noisy). `z`: see the module."""
     t = pd.DatetimeIndex(pd.to_datetime(origins, utc=True))
@@ -61,10 +62,13 @@ def recent_pick(ids: np.ndarray, origins: np.ndarray, y: np.ndarray, cand: dict[
             e[np.asarray(t <= train_end)] = np.nan  # in-sample: not evidence
         err[c] = e
     rec = {c: roll(e) for c, e in err.items()}
-    bl = np.column_stack([rec[b] for b in BASELINES])
-    ok = np.isfinite(bl).all(axis=1) & np.isfinite(rec["model"])
-    best_bl = np.asarray(BASELINES, dtype=object)[np.argmin(np.where(ok[:, None], bl, 0), axis=1)]
-    model = rec["model"] < (1 - min_gain) * np.min(np.where(ok[:, None], bl, np.inf), axis=1)
+    names = [c for c in cand if c != "model"]  # the baselines, in their tie-break order
+    # a baseline with no recent error (a seasonal naive before its first season) cannot win
+    bl = np.column_stack([rec[b] for b in names])
+    bl = np.where(np.isfinite(bl), bl, np.inf)
+    ok = np.isfinite(bl).any(axis=1) & np.isfinite(rec["model"])
+    best_bl = np.asarray(names, dtype=object)[np.argmin(bl, axis=1)]
+    model = rec["model"] < (1 - min_gain) * np.min(bl, axis=1)
     pick = np.where(ok, np.where(model, "model", best_bl), static)
     if z > 0:
         n_eff = max(1.0, window / horizon)

@@ -318,6 +318,9 @@ def test_recent_window_repicks_per_origin_without_leaking(tmp_path):
     live = model.predict(df[df["ds"] < t0])
     assert live["model"].tolist() == at(a)["model"].tolist()
     np.testing.assert_allclose(live[["p10", "p50", "p90"]], at(a)[["p10", "p50", "p90"]])
+    # with an evidence bar no window can clear, the validated choice serves throughout
+    strict, _, _ = backtest(df, "1min", H, T, recent_window=6, recent_z=1e9, **kw)
+    assert (strict["model"] == fixed.served("g")).all()
     model.save(tmp_path / "m")
     back = DemandForecaster.load(tmp_path / "m")
     assert back.recent_window == 6

@@ -57,7 +57,7 @@ class DemandForecaster:
                  n_jobs: int = 1, target: str = "residual", multiscale: bool = False,
                  fallback: bool = True, level_floor: float = LEVEL_FLOOR,
                  unit_scale: bool = True, base: str = "persistence", mix: bool = False,
-                 recent_window: int | None = None) -> None:
+                 recent_window: int | None = None, recent_z: float = 0.0) -> None:
         if target not in ("residual", "ratio"):
             raise ValueError(f"target {target!r}: use residual or ratio")
         if base not in ("persistence", "mean_last_h", "ewma") or (base in _LEVEL_ONLY
@@ -90,6 +90,9 @@ class DemandForecaster:
         # horizons of ended forecasts that re-pick the served predictor at each origin (None:
         # the validated choice throughout); see _repick
         self.recent_window = recent_window
+        # evidence to leave the validated choice (standard errors of the paired difference of
+        # recent errors): 0 takes the recent best outright
+        self.recent_z = recent_z
 
     def design(self, df: pd.DataFrame, unit: dict[str, float]) -> Design:
         des = design(df, unit, self.freq, self.horizon, self.agg, self.multiscale,
@@ -234,7 +237,8 @@ class DemandForecaster:
         static = np.array([self.served(u) for u in des.ids[known]], dtype=object)
         pick = recent_pick(des.ids[known], des.origins[known], des.y_true[known], cand, static,
                            self.horizon, self.recent_window * self.horizon, "series", 0.03,
-                           pd.Timestamp(self.train_end_) - pd.Timedelta(self.freq))
+                           pd.Timestamp(self.train_end_) - pd.Timedelta(self.freq),
+                           self.recent_z)
         out = who.copy()
         sel = known[rows]
         out[sel] = pick[rows[known]]

@@ -61,16 +61,17 @@ def recent_bounds(origins: np.ndarray, y: np.ndarray, p: np.ndarray, scale: np.n
     order = np.argsort(k[usable], kind="stable")
     ku, zu = k[usable][order], z[usable][order]
     fu = flat[usable][order]
-    for kt in np.unique(k[target]):
+    tk = np.flatnonzero(target)
+    tk = tk[np.argsort(k[tk], kind="stable")]  # target rows grouped by origin
+    kts, first = np.unique(k[tk], return_index=True)
+    for kt, here in zip(kts, np.split(tk, first[1:])):
         a, b = np.searchsorted(ku, [kt - horizon - window + 1, kt - horizon + 1])
         if len(np.unique(ku[a:b])) < max(1, window // 2):
             continue
-        here = target & (k == kt)
         for g in (True, False):
             zg = zu[a:b][fu[a:b] == g]
-            if len(zg) < min_rows:
+            rows = here[flat[here] == g]
+            if len(zg) < min_rows or not len(rows):
                 continue
-            q = _bounds(zg, coverage)
-            rows = here & (flat == g)
-            lo[rows], hi[rows] = q
+            lo[rows], hi[rows] = _bounds(zg, coverage)
     return lo, hi

@@ -325,6 +325,9 @@ def test_recent_window_repicks_per_origin_without_leaking(tmp_path):
     back = DemandForecaster.load(tmp_path / "m")
     assert back.recent_window == 6
     pd.testing.assert_frame_equal(back.predict_origins(df, T), a)
+    back.save(tmp_path / "again")  # a loaded model saves like a fitted one
+    pd.testing.assert_frame_equal(DemandForecaster.load(tmp_path / "again").predict_origins(
+        df, T), a)
     pd.testing.assert_frame_equal(back.predict(df), model.predict(df))
 
 

@@ -86,6 +86,9 @@ def test_new_job_predictor_covers_and_roundtrips(tmp_path):
     q = NewJobPredictor.load(tmp_path / "m")
     pd.testing.assert_frame_equal(q.predict(te.head(20)), p.predict(te.head(20)))
     pd.testing.assert_frame_equal(q.predict(te.assign(workload="new").head(5)), unknown)
+    q.save(tmp_path / "again")  # a loaded predictor saves like a fitted one
+    pd.testing.assert_frame_equal(NewJobPredictor.load(tmp_path / "again").predict(
+        te.assign(workload="new").head(5)), unknown)
 
 
 def config_runs(n, seed):

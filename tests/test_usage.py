@@ -157,6 +157,10 @@ def test_hurdle_serves_the_last_value_where_nothing_moves(tmp_path):
     assert (tmp_path / "h" / "still.txt").exists()
     pd.testing.assert_frame_equal(UsageForecaster.load(tmp_path / "h").predict_origins(
         df, start), p)
+    UsageForecaster.load(tmp_path / "h").save(tmp_path / "again")  # loaded saves as fitted
+    assert (tmp_path / "again" / "still.txt").exists()
+    pd.testing.assert_frame_equal(UsageForecaster.load(tmp_path / "again").predict_origins(
+        df, start), p)
 
 
 def test_the_gate_scores_the_model_it_serves():

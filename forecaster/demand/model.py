@@ -29,6 +29,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
+from forecaster.booster import LoadedBooster
 from forecaster.demand.features import EWMA_ALPHAS, LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 
@@ -343,7 +344,7 @@ class DemandForecaster:
         params = man["params"]
         params["shrink_grid"] = tuple(params["shrink_grid"])
         self = cls(**params)
-        self.model_ = _BoosterModel(lgb.Booster(model_str=text))
+        self.model_ = LoadedBooster(lgb.Booster(model_str=text))
         self.features_, self.unit_, self.lam_ = man["features"], man["unit"], man["lam"]
         # schema 1 (before per-series fallback): one interval, the model serves every series
         self.q_ = man.get("q") or {"*": {MODEL: [man["q_lo"], man["q_hi"]]}}
@@ -354,12 +355,3 @@ class DemandForecaster:
         self.val_, self.val_mae_, self.train_end_ = man["val"], man["val_mae"], man["train_end"]
         return self
 
-
-class _BoosterModel:
-    """A loaded Booster behind the regressor's `predict`."""
-
-    def __init__(self, booster: lgb.Booster) -> None:
-        self.booster_ = booster
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return self.booster_.predict(X)

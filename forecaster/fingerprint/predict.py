@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import beta
 
+from forecaster.booster import LoadedBooster
 from forecaster.manifest import read_manifest
 
 SCHEMA_VERSION = 2  # 2: memory model per workload (batch size)
@@ -251,18 +252,9 @@ class NewJobPredictor:
         m.q_pooled_, m.q_model_, m.works_ = man["q_pooled"], man["q_model"], man["workloads"]
         m.mem_, m.q_cfg_ = man["memory_model_mib"], man["q_config"]
         m.q_cfg_pooled_ = man["q_config_pooled"]
-        m.reg_ = _Booster(lgb.Booster(model_file=str(p / "peak_fb.txt")))
+        m.reg_ = LoadedBooster(lgb.Booster(model_file=str(p / "peak_fb.txt")))
         wf = p / "workload.txt"
-        m.clf_ = _Booster(lgb.Booster(model_file=str(wf)), classes=True) if wf.exists() else None
+        m.clf_ = (LoadedBooster(lgb.Booster(model_file=str(wf)), classes=True)
+                  if wf.exists() else None)
         return m
 
-
-class _Booster:
-    """A loaded Booster with the predict() shape of the sklearn wrappers."""
-
-    def __init__(self, booster: lgb.Booster, classes: bool = False) -> None:
-        self.booster, self.classes = booster, classes
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        out = self.booster.predict(X)
-        return np.argmax(out, axis=1) if self.classes else out

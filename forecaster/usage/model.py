@@ -28,6 +28,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
+from forecaster.booster import LoadedBooster
 from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
@@ -362,7 +363,7 @@ class UsageForecaster:
         p.mkdir(parents=True, exist_ok=True)
         (p / "model.txt").write_text(self.model_.booster_.model_to_string())
         still = self.still_ if self.hurdle_ else None
-        if isinstance(still, lgb.LGBMClassifier):
+        if hasattr(still, "booster_"):  # fitted or loaded: not the one-class constant
             (p / "still.txt").write_text(still.booster_.model_to_string())
         (p / "manifest.json").write_text(json.dumps({
             "schema_version": SCHEMA_VERSION, "horizon": self.horizon, "base": self.base_,
@@ -406,18 +407,11 @@ class UsageForecaster:
         m.served_, m.served_series_ = man["served"], man["served_series"]
         m.val_scores_ = man["val_scores"]
         m.phases_, m.ph_typ_ = man["phases"], man["phase_typical_bins"]
-        m.model_ = _Booster(lgb.Booster(model_file=str(p / "model.txt")))
+        m.model_ = LoadedBooster(lgb.Booster(model_file=str(p / "model.txt")))
         m.hurdle, m.hurdle_ = man.get("hurdle", False), man.get("hurdle_used", False)
         m.still_ = None
         if m.hurdle_:
             m.still_ = (man["still_constant"] if man.get("still_constant") is not None else
-                        _Booster(lgb.Booster(model_file=str(p / "still.txt"))))
+                        LoadedBooster(lgb.Booster(model_file=str(p / "still.txt"))))
         return m
 
-
-class _Booster:
-    def __init__(self, booster: lgb.Booster) -> None:
-        self.booster = booster
-
-    def predict(self, X: pd.DataFrame) -> np.ndarray:
-        return self.booster.predict(X)

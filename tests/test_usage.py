@@ -389,6 +389,8 @@ def test_cli_backtest(tmp_path, capsys):
             "model"} <= set(p.columns)
     assert "served overall" in shown and "validation MAE" in shown
     assert "re-picked" not in shown
+    cov = np.mean((p["y_true"] >= p["p10"]) & (p["y_true"] <= p["p90"]))
+    assert f"p10-p90 covered {cov:.1%}" in shown and "validation tail" in shown
     # the default preset ("serving"): 6 horizons of ended errors for the re-pick, 4 h half-life
     rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon", "10min",
                "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), "--save",
@@ -397,8 +399,10 @@ def test_cli_backtest(tmp_path, capsys):
     flat = " ".join(shown.split())  # rich wraps lines at the terminal width
     assert rc == 0 and "re-picked at each origin" in flat and "last 60 bins" in flat
     assert "tree settings kept on the validation tail" in flat
+    assert "re-calibrated at each origin" in flat
     man = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert man["recent_window"] == 6 and man["recent_unit"] == "horizons"  # 6 x 10 bins
+    assert man["recent_intervals"] is True
     assert man["hurdle"] is True and man["half_life"] == 240
     assert man["tune"] == [{"num_leaves": 15, "min_child_samples": 100, "learning_rate": 0.05,
                             "half_life": None}] and "params" in man
@@ -411,7 +415,7 @@ def test_cli_backtest(tmp_path, capsys):
     assert man["recent_window"] == 30 and man["recent_unit"] == "bins"
     assert man["hurdle"] is False
     for bad in (["--y-max", "-1"], ["--half-life", "0"], ["--recent-window", "-5"],
-                ["--preset", "fancy"]):
+                ["--preset", "fancy"], ["--recent-window", "0", "--recent-intervals"]):
         rc = main(["usage", "backtest", "--series", str(s), "--freq", "1min", "--horizon",
                    "10min", "--test-start", "2026-01-01T05:00:00Z", "--out", str(out), *bad])
         err = capsys.readouterr()

@@ -62,6 +62,9 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
              recent_window: int = typer.Option(None, "--recent-window", help="Re-pick the served"
                                                " predictor at each origin by its error over "
                                                "this many bins of ended horizons (0: off)."),
+             recent_intervals: bool = typer.Option(
+                 None, "--recent-intervals/--no-recent-intervals", help="Re-calibrate p10/p90"
+                 " at each origin from the served errors over the re-pick's window."),
              save: Path = typer.Option(None, "--save", help="Also save the fitted model "
                                        "(model.txt + manifest.json) to this directory.")
              ) -> None:
@@ -101,11 +104,15 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     except ValueError as exc:
         raise ForesightError(f"bad --preset: {exc}") from None
     given = {"fleet": fleet, "half_life": half_life, "hurdle": hurdle,
-             "recent_window": recent_window}
+             "recent_window": recent_window, "recent_intervals": recent_intervals}
     kw.update({k: v for k, v in given.items() if v is not None})
     if recent_window is not None:  # given in bins, whatever unit the preset counts in
         kw["recent_unit"] = "bins"
     kw["recent_window"] = kw.get("recent_window") or None  # 0: off
+    if recent_intervals and not kw["recent_window"]:
+        raise ForesightError("--recent-intervals needs a recent window: give --recent-window "
+                             "(the serving preset has one)")
+    kw["recent_intervals"] = bool(kw.get("recent_intervals")) and bool(kw["recent_window"])
     try:
         model = UsageForecaster(horizon=H, y_max=y_max, time_of_day=time_of_day,
                                 **kw).fit(train)
@@ -134,6 +141,11 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
                       f"or the model if it beat it by {model.min_gain:.0%}" + (
                           f", leaving the validated choice only {model.recent_z:g} standard "
                           "errors clear of it" if model.recent_z else ""))
+    cov = float(np.mean((pred["y_true"] >= pred["p10"]) & (pred["y_true"] <= pred["p90"])))
+    console.print(f"p10-p90 covered {cov:.1%} of test origins (nominal {model.coverage:.0%}); "
+                  + ("re-calibrated at each origin from the served errors over the same "
+                     "window" if model.recent_intervals else "calibrated on the validation "
+                     "tail of the training window"))
     console.print(f"wrote {out}" + (f" and the model to {save}" if save else ""))
 
 

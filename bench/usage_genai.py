@@ -123,7 +123,7 @@ READING = [
     " (`recent_hurdle`): a classifier of \"the horizon's mean equals the last value\"; where it"
     " says so with p >= 0.5 the forecast is the last value, the absolute-error optimum when "
     "most mass sits there; kept only if it validates. (7) The per-origin re-pick "
-    "(`hurdle_pick*`, forecaster/usage/repick.py): at each origin the served predictor is the"
+    "(`hurdle_pick*`, forecaster/repick.py): at each origin the served predictor is the"
     " best baseline over the last 60/180 bins of *ended* horizons, or the model if it beat it"
     " there by 3 %; the validation tail cannot see the next regime, recent errors can. With it"
     " the dev served ratios left 1.000, so the rule changed to the served ratio (RULE). (8) "

@@ -228,7 +228,7 @@ def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
     # never: with a one-horizon window, only the origin k+H (the first whose past holds bin
     # k+H-1) may serve the model; k+H-1 would read a bin not yet seen
     H, n, k = 5, 30, 12
-    from forecaster.usage.repick import recent_pick
+    from forecaster.repick import recent_pick
 
     t, ids, origins = two_series(n)
     cand = {"last_value": np.full(2 * n, 1.0), "mean_last_h": np.full(2 * n, 1.5),
@@ -507,7 +507,7 @@ def test_recent_pick_leaves_the_validated_choice_only_on_evidence(scope):
     # the model beats the validated choice (last_value) by 10 % on average in the window,
     # but its error swings: z = 0 follows the mean, z = 1.645 (one-sided 5 %, with W / H
     # effective samples) keeps the validated choice; a steady 10 % gain is evidence at any z
-    from forecaster.usage.repick import recent_pick
+    from forecaster.repick import recent_pick
 
     H, n, W = 5, 80, 20
     t, ids, origins = two_series(n)

@@ -17,7 +17,10 @@ local scale (residual: recent mean |bin-to-bin change|; ratio: the level).
 Fallback, per series: on the validation window the model's MAE is compared with persistence
 and seasonal naive (day, week); where it does not beat the best of them, that baseline is the
 served forecast (`served_[series]`, the `model` column of every output), with its own
-conformal interval. Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
+conformal interval. With `recent_window`, the served predictor is re-picked at each origin
+from the errors of the horizons that ended in that window (request rates change regime within
+hours), named per origin. Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never
+pickle.
 """
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ import pandas as pd
 from forecaster.booster import LoadedBooster
 from forecaster.demand.features import EWMA_ALPHAS, LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
+from forecaster.repick import recent_pick
 
 SCHEMA_VERSION = 2
 #: Baselines a series may fall back to, in the order ties are broken (mean_last_h, ewma and
@@ -40,6 +44,9 @@ SCHEMA_VERSION = 2
 FALLBACKS = ("persistence", "mean_last_h", "ewma", "ewma_mix", "snaive_day", "snaive_week")
 _LEVEL_ONLY = ("mean_last_h", "ewma", "ewma_mix")
 MODEL = "model"
+#: the margin the model needs over the recent best baseline to be re-picked (the usage
+#: forecaster's default `min_gain`)
+RECENT_MIN_GAIN = 0.03
 
 
 class DemandForecaster:
@@ -226,18 +233,17 @@ class DemandForecaster:
 
     def _repick(self, des: Design, rows: np.ndarray, who: np.ndarray) -> np.ndarray:
         """The served predictor per row, re-picked at each origin from the errors of the
-        last `recent_window` horizons that have ended (forecaster/usage/repick.py, scope per
+        last `recent_window` horizons that have ended (forecaster/repick.py, scope per
         series): a request rate's regime changes within hours (busy, then quiet at night) and
         the validation tail cannot see the next one. The model's errors up to its training
         end are in-sample and do not count."""
-        from forecaster.usage.repick import recent_pick
-
         known = np.isfinite(des.baseline(self.base))
         cand = {MODEL: self._raw(des, known),
                 **{b: des.baseline(b)[known] for b in self.candidates()}}
         static = np.array([self.served(u) for u in des.ids[known]], dtype=object)
         pick = recent_pick(des.ids[known], des.origins[known], des.y_true[known], cand, static,
-                           self.horizon, self.recent_window * self.horizon, "series", 0.03,
+                           self.horizon, self.recent_window * self.horizon, "series",
+                           RECENT_MIN_GAIN,
                            pd.Timestamp(self.train_end_) - pd.Timedelta(self.freq),
                            self.recent_z)
         out = who.copy()
@@ -354,4 +360,3 @@ class DemandForecaster:
             self.ewma_alpha_ = man["ewma_alpha"]
         self.val_, self.val_mae_, self.train_end_ = man["val"], man["val_mae"], man["train_end"]
         return self
-

@@ -34,7 +34,7 @@ from forecaster.usage.features import (fleet_features, phase_runs, series_featur
                                        typical_phase_bins)
 from forecaster.usage.intervals import conformal_quantiles, recent_bounds
 from forecaster.usage.presets import PRESETS, preset
-from forecaster.usage.repick import BASELINES, recent_pick
+from forecaster.repick import recent_pick
 
 __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",
            "phase_runs", "typical_phase_bins"]
@@ -43,6 +43,7 @@ __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset"
 # flat/moving origin,
 # base ("none" or a baseline), physical range, time of day; 4: the hurdle classifier (`still.txt`).
 SCHEMA_VERSION = 4
+BASELINES = ("last_value", "mean_last_h", "ses")
 TUNABLE = {"n_estimators", "learning_rate", "num_leaves", "min_child_samples", "half_life"}
 READS = (3, 4)
 class UsageForecaster:
@@ -92,7 +93,7 @@ class UsageForecaster:
         self.recent_scope = recent_scope
         # "bins", or "horizons": the window holds recent_window horizons (the same number of
         # independent errors at every horizon); recent_z: evidence needed to leave the
-        # fit-time choice (forecaster/usage/repick.py)
+        # fit-time choice (forecaster/repick.py)
         self.recent_unit, self.recent_z = recent_unit, recent_z
         # p10/p90 re-calibrated at each origin from the same window's served residuals
         self.recent_intervals = recent_intervals

@@ -1,4 +1,5 @@
-"""Per-origin re-pick of the served usage predictor from recently ended horizons.
+"""Per-origin re-pick of the served predictor (usage and demand forecasters) from recently
+ended horizons.
 
 Load regimes change within hours (a serving fleet goes quiet) and the validation tail of the
 training window cannot see the next one; the errors of the horizons that have *ended* by an
@@ -19,7 +20,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-BASELINES = ("last_value", "mean_last_h", "ses")
 
 
 class _Roller:
@@ -49,8 +49,8 @@ def recent_pick(ids: np.ndarray, origins: np.ndarray, y: np.ndarray, cand: dict[
                 z: float = 0.0) -> np.ndarray:
     """The served predictor's name per row. Rows are per series in time order on regular bins
     (the design's layout); `y` is each origin's horizon mean (NaN where it runs past the data);
-    `cand` maps "model" and the baselines (BASELINES for usage; any names, in their
-    tie-break order) to their forecasts on the same rows. scope "series":
+    `cand` maps "model" and the baselines (any names, in their tie-break order) to their
+    forecasts on the same rows. scope "series":
     each series' own errors; "fleet": the mean over every series at each origin (a load regime
     is fleet-wide, and one pod's rare steps make its own window noisy). `z`: see the module."""
     t = pd.DatetimeIndex(pd.to_datetime(origins, utc=True))

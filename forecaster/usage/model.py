@@ -14,9 +14,11 @@ forecast's `model` column names it. Hurdle (`hurdle=True`): a classifier of "the
 mean equals the last value" (a flat memory line, an idle pod's exact zeros); where it says so
 with probability >= 0.5 the model's forecast is the last value itself, the point forecast an
 absolute-error loss calls for when most of the mass sits on one value; kept only if it validates
-better than the plain model. p10/p90: split-conformal quantiles of each served
-predictor's own validation residuals (apart for idle and moving pods), clipped to the
-metric's physical range [y_min, y_max].
+better than the plain model. p10/p90: split-conformal bounds of each served
+predictor's own validation residuals (apart for idle and moving pods), calibrated as an
+interval (forecaster/usage/intervals.py); with `recent_intervals`, re-calibrated at each origin
+from the served residuals of the re-pick's window; clipped to the metric's physical range
+[y_min, y_max].
 Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
 """
 from __future__ import annotations
@@ -30,11 +32,11 @@ import pandas as pd
 
 from forecaster.booster import LoadedBooster
 from forecaster.manifest import ArtifactError, read_manifest
+from forecaster.repick import recent_pick
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
 from forecaster.usage.intervals import conformal_quantiles, recent_bounds
 from forecaster.usage.presets import PRESETS, preset
-from forecaster.repick import recent_pick
 
 __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",
            "phase_runs", "typical_phase_bins"]
@@ -415,4 +417,3 @@ class UsageForecaster:
             m.still_ = (man["still_constant"] if man.get("still_constant") is not None else
                         LoadedBooster(lgb.Booster(model_file=str(p / "still.txt"))))
         return m
-

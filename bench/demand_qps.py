@@ -7,12 +7,12 @@ EWMA (alpha chosen on the fitting part), statsforecast AutoETS: all from
 `forecaster.demand.backtest.backtest`, with conformal intervals from the same calibration. No seasonal naive: the trace
 is shorter than a day.
 Split rule (committed before tuning; `end` = last bin + 1 min):
-- final test: origins in [end - 6 h, end), scored once with the frozen DESIGN, fitted on the
+- final test: origins in [end - 6 h, end), scored once with the chosen design, fitted on the
   data before (validation/calibration tail: the 3 h before the test).
 - dev test: origins in [end - 12 h, end - 6 h), fitted on ds < end - 12 h, the final 6 h not
-  loaded. DESIGN was chosen on this dev test only until session 6.
+  loaded. The design was chosen on this dev test only until session 6.
 - dev folds (session 7): the same 12 h before the final in four 3 h folds, each fitted on the
-  bins before it; DESIGN is the VARIANT with the lowest mean served / best-simple ratio there.
+  bins before it; the VARIANT with the lowest mean served / best-simple ratio there is scored.
     nice .venv/bin/python bench/demand_qps.py [dev|final|both]
 """
 from __future__ import annotations
@@ -31,20 +31,22 @@ from benchenv import machine  # noqa: E402
 from demand_helios import md_table  # noqa: E402
 from features.gateway_qps import gateway_qps  # noqa: E402
 from forecaster.demand.backtest import backtest  # noqa: E402
+from forecaster.demand.features import EWMA_ALPHAS  # noqa: E402
+from foresight.commands.demand import RATE  # noqa: E402
 
 QPS = ROOT.parent / "shared" / "traces" / "genai-2026-dev" / "qps_dev.csv"
 RES = ROOT / "bench" / "results"
 H = 10
-BASE: dict = dict(target="residual", base="ewma", multiscale=True, val_bins=180,
-                  n_estimators=200, min_child_samples=20, mix=True)
+#: `--target rate`'s design without its re-pick (the session-5 design), on a 3 h validation tail
+BASE: dict = {**{k: v for k, v in RATE.items() if not k.startswith("recent_")},
+              "val_bins": 180}
 #: Session 7: the designs compared on four 3 h dev folds (the 12 h before the final 6 h), each
-#: fitted on the bins before its fold; DESIGN is the lowest mean ratio to the fold's best
+#: fitted on the bins before its fold; the lowest mean ratio to the fold's best
 #: simple baseline. `repick`: the served predictor re-picked per origin from the last 6 ended
 #: horizons (the usage preset's window); `repick_z`: the same, leaving the validated choice
 #: only on evidence (z = 1.645, one-sided 5 %: the usage forecaster's `recent_z`).
 VARIANTS: dict[str, dict] = {"mix": BASE, "repick": {**BASE, "recent_window": 6},
-                             "repick_z": {**BASE, "recent_window": 6, "recent_z": 1.645}}
-DESIGN: dict = BASE  # replaced by the folds' pick in main()
+                             "repick_z": {**RATE, "val_bins": 180}}
 #: the forecaster's own candidates, not simple baselines: the served forecast is compared
 #: with the best single simple predictor (last value, mean of the last 10 min, EWMA, AutoETS)
 CANDIDATES = ("model", "lightgbm", "ewma_mix")
@@ -72,9 +74,9 @@ def score(df: pd.DataFrame, start, stop, design: dict):
     met = met.drop(columns="MASE")
     met = met[~met["method"].isin(["snaive_day", "snaive_week"])].reset_index(drop=True)
     m = met.set_index("method")
-    simple = m.drop(index=[c for c in CANDIDATES if c in m.index])
-    best = simple["MAE"].idxmin()
-    return pred, met, model, best, m.loc["model", "MAE"] / simple.loc[best, "MAE"], wall
+    simple = m.drop(index=[c for c in CANDIDATES if c in m.index])["MAE"]
+    best = simple.idxmin()
+    return pred, met, model, (best, simple[best]), m.loc["model", "MAE"] / simple[best], wall
 
 
 def pick_design(df: pd.DataFrame) -> tuple[str, list[str]]:
@@ -83,7 +85,7 @@ def pick_design(df: pd.DataFrame) -> tuple[str, list[str]]:
     for start, stop in dev_folds(df):
         row = {"fold": f"{start:%H:%M} .. {stop:%H:%M}"}
         for name, design in VARIANTS.items():
-            _, met, _, best, ratio, _ = score(df, start, stop, design)
+            _, _, _, (best, _), ratio, _ = score(df, start, stop, design)
             ratios[name].append(ratio)
             row[name] = f"{ratio:.3f}"
         row["best simple baseline"] = best
@@ -98,12 +100,22 @@ def pick_design(df: pd.DataFrame) -> tuple[str, list[str]]:
     return chosen, lines
 
 
-def run(df: pd.DataFrame, part: str) -> str:
+def fixed_alphas(df: pd.DataFrame, pred: pd.DataFrame) -> str:
+    """Diagnostic: MAE of the EWMA at each alpha of the grid (the forecaster's definition,
+    bins before the origin) on the same origins."""
+    y = df.set_index("ds")["y"]
+    at = pd.to_datetime(pred["origin"], utc=True)
+    truth = pred["y_true"].to_numpy()
+    mae = {a: np.mean(np.abs(y.ewm(alpha=a).mean().shift(1).reindex(at).to_numpy() - truth))
+           for a in EWMA_ALPHAS}
+    return ", ".join(f"alpha {a:g} {v:.4f}" for a, v in mae.items())
+
+
+def run(df: pd.DataFrame, part: str, design: dict) -> str:
     start, stop = splits(df)[part]
-    pred, met, model, best, ratio, wall = score(df, start, stop, DESIGN)
+    pred, met, model, (best, best_mae), ratio, wall = score(df, start, stop, design)
     alpha = model.ewma_alpha_
     m = met.set_index("method")
-    simple = m.drop(index=[c for c in CANDIDATES if c in m.index])
     lines = [f"## {part} test: origins {start} .. {stop} ({len(pred)} origins), fitted on "
              f"ds < {start}", "", md_table(met), "",
              f"- served: **{model.served('gateway')}** (validation MAE: " + ", ".join(
@@ -113,9 +125,10 @@ def run(df: pd.DataFrame, part: str) -> str:
                      f"{k} {v:.0%}" for k, v in
                      pred["model"].value_counts(normalize=True).items()) + " of test origins"
                  if model.recent_window else ""),
-             f"- best simple baseline: {best} ({simple.loc[best, 'MAE']:.4f}); **model / best "
+             f"- best simple baseline: {best} ({best_mae:.4f}); **model / best "
              f"baseline = {ratio:.3f}**; EWMA alpha {alpha}; coverage "
-             f"{m.loc['model', 'coverage_p10_p90']:.1%}; wall {wall:.0f} s", ""]
+             f"{m.loc['model', 'coverage_p10_p90']:.1%}; wall {wall:.0f} s",
+             f"- diagnostic, MAE of the EWMA at each fixed alpha: {fixed_alphas(df, pred)}", ""]
     print("\n".join(lines), flush=True)
     return "\n".join(lines)
 
@@ -139,13 +152,10 @@ def main(which: str = "both") -> None:
              " the 12 h before it, in 3 h)",
              f"- machine: {machine()}; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"git {git}", ""]
-    global DESIGN
     chosen, fold_lines = pick_design(df)
-    DESIGN = VARIANTS[chosen]
     lines += fold_lines
-    lines.append(f"- design: `{DESIGN}`\n")
     for part in (["dev", "final"] if which == "both" else [which]):
-        lines.append(run(df, part))
+        lines.append(run(df, part, VARIANTS[chosen]))
     (RES / f"demand_qps{'' if which == 'both' else '_' + which}.md").write_text("\n".join(lines))
 
 

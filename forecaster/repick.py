@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 
-
 class _Roller:
     """Rolling statistics over the last W bins of ended horizons, per row."""
 
@@ -50,9 +49,9 @@ def recent_pick(ids: np.ndarray, origins: np.ndarray, y: np.ndarray, cand: dict[
     """The served predictor's name per row. Rows are per series in time order on regular bins
     (the design's layout); `y` is each origin's horizon mean (NaN where it runs past the data);
     `cand` maps "model" and the baselines (any names, in their tie-break order) to their
-    forecasts on the same rows. scope "series":
-    each series' own errors; "fleet": the mean over every series at each origin (a load regime
-    is fleet-wide, and one pod's rare steps make its own window noisy). `z`: see the module."""
+    forecasts on the same rows. scope "series": each series' own errors; "fleet": the mean over
+    every series at each origin (a load regime is fleet-wide, and one pod's rare steps make its
+    own window noisy). `z`: see the module."""
     t = pd.DatetimeIndex(pd.to_datetime(origins, utc=True))
     roll = _Roller(ids, t, horizon, window, scope)
     err = {}

@@ -81,16 +81,20 @@ def read_series_csv(path: str | Path) -> pd.DataFrame:
     return validate_long(df, what=str(p))
 
 
-def regularize(df: pd.DataFrame, freq: str, agg: str = "sum") -> pd.DataFrame:
+def regularize(df: pd.DataFrame, freq: str, agg: str = "sum", fill: str = "auto") -> pd.DataFrame:
     """Put each series on a regular grid of `freq` bins (bin start = floor(ds)).
 
     Several samples in one bin are summed (`agg="sum"`, flows) or averaged (`agg="mean"`,
-    levels). Missing bins inside a series become 0 for flows (no arrivals) and carry the last
-    level forward for levels (a gauge that did not change was not re-scraped).
+    levels). Missing bins inside a series are `fill`ed: `zero` (no arrivals; a rate exported
+    only when non-zero), `carry` (the last level forward: a gauge that did not change was not
+    re-scraped) or `auto` (zero for sums, carry for means).
     """
     step = parse_freq(freq)
     if agg not in ("sum", "mean"):
         raise ForesightError(f"bad agg {agg!r}: use sum or mean")
+    if fill not in ("auto", "zero", "carry"):
+        raise ForesightError(f"bad fill {fill!r}: use auto, zero or carry")
+    zero = fill == "zero" or (fill == "auto" and agg == "sum")
     d = validate_long(df)
     d["ds"] = d["ds"].dt.floor(step)
     d = d.groupby(["unique_id", "ds"], sort=True)["y"].agg(agg).reset_index()
@@ -98,7 +102,7 @@ def regularize(df: pd.DataFrame, freq: str, agg: str = "sum") -> pd.DataFrame:
     for uid, g in d.groupby("unique_id", sort=True):
         grid = pd.date_range(g["ds"].iloc[0], g["ds"].iloc[-1], freq=step)
         s = g.set_index("ds")["y"].reindex(grid)
-        s = s.fillna(0.0) if agg == "sum" else s.ffill()
+        s = s.fillna(0.0) if zero else s.ffill()
         parts.append(pd.DataFrame({"unique_id": uid, "ds": grid, "y": s.to_numpy()}))
     return pd.concat(parts, ignore_index=True)
 

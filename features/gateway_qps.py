@@ -1,8 +1,14 @@
 """GenTD26 gateway request rate (`qps_dev.csv`) as one demand series (Nixtla long format).
 
-Rows with an empty `container_ip` and `request_type` "API Requests" are gateway-wide (about
-one sample per 57 s; the value is a scaled request rate). They are averaged into `freq` bins,
-the level carried over bins with no sample (a gauge that was not re-scraped).
+Rows with an empty `container_ip` and `request_type` "API Requests" are gateway-wide (one
+sample per 57 s; the value is a scaled request rate). They are averaged into `freq` bins, and a
+bin with no sample is a rate of 0: the trace exports a QPS row only when requests arrived. The
+evidence (session 8, from the data, not from scores): none of the 13,936 QPS rows (gateway or
+per pod) is 0 while the queue-size gauge scraped beside it is 0 in 1,293 of 1,434 rows; every
+gap between gateway rows is a whole number of 57 s scrapes (up to 61 of them); and the gaps
+fall where the rate is lowest (the evening, where a 1-min bin holds the smallest quantum,
+0.09, or nothing). Until session 7 the last level was carried over such gaps, which held
+the evening series at its last non-zero value.
 """
 from __future__ import annotations
 
@@ -17,7 +23,7 @@ from foresight.errors import ForesightError
 GATEWAY = "gateway"
 
 
-def gateway_qps(path: str | Path, freq: str = "1min") -> pd.DataFrame:
+def gateway_qps(path: str | Path, freq: str = "1min", fill: str = "zero") -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise ForesightError(f"QPS file not found: {p}")
@@ -28,4 +34,4 @@ def gateway_qps(path: str | Path, freq: str = "1min") -> pd.DataFrame:
     d = pd.DataFrame({"unique_id": GATEWAY,
                       "ds": pd.to_datetime(g["timestamp_anon"].astype(float), unit="s", utc=True),
                       "y": g["value"].astype(float).to_numpy()})
-    return regularize(d, freq, agg="mean")[LONG_COLUMNS]
+    return regularize(d, freq, agg="mean", fill=fill)[LONG_COLUMNS]

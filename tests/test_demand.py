@@ -96,6 +96,7 @@ def _run(args: list[str]) -> int:
     (None, ["--test-start", "2030-01-01"], "outside the data"),
     (None, ["--freq", "ten"], "bad frequency"),
     (None, ["--horizon", "7min"], "bad horizon"),
+    (None, ["--fill", "nan"], "bad --fill"),
 ])
 def test_cli_bad_input_is_one_line_error(tmp_path, capsys, content, extra, needle):
     path = tmp_path / "S.csv"
@@ -152,6 +153,20 @@ def test_builders_from_pods():
     assert horizon_bins("6h", "10min") == 36
     with pytest.raises(ForesightError):
         regularize(pd.DataFrame({"unique_id": ["q"], "ds": ["x"], "y": [1]}), "10min")
+
+
+def test_regularize_fills_gaps_as_asked():
+    """A bin with no sample: 0 for flows and for rates exported only when non-zero (`zero`),
+    the last level for gauges (`carry`); `auto` follows the aggregation."""
+    t = pd.Timestamp("2026-01-01", tz="UTC")
+    d = pd.DataFrame({"unique_id": "g", "ds": [t, t + pd.Timedelta("30s"), t + pd.Timedelta("3min")],
+                      "y": [1.0, 3.0, 5.0]})
+    assert regularize(d, "1min", "mean")["y"].tolist() == [2.0, 2.0, 2.0, 5.0]
+    assert regularize(d, "1min", "mean", "zero")["y"].tolist() == [2.0, 0.0, 0.0, 5.0]
+    assert regularize(d, "1min", "sum")["y"].tolist() == [4.0, 0.0, 0.0, 5.0]
+    assert regularize(d, "1min", "sum", "carry")["y"].tolist() == [4.0, 4.0, 4.0, 5.0]
+    with pytest.raises(ForesightError, match="bad fill"):
+        regularize(d, "1min", "mean", "nan")
 
 
 def test_helios_series_is_demand_not_quota():
@@ -228,8 +243,17 @@ def test_gateway_qps_is_the_gateway_wide_series():
     raw = pd.read_csv(path, dtype={"container_ip": str})
     gw = raw[raw["container_ip"].isna() & (raw["request_type"] == "API Requests")]
     assert s["unique_id"].unique().tolist() == ["gateway"]
-    assert s["y"].min() >= gw["value"].min() and s["y"].max() <= gw["value"].max()
+    assert s["y"].max() <= gw["value"].max()
     assert len(s) == pytest.approx((gw["timestamp_anon"].max() - gw["timestamp_anon"].min()) / 60, abs=2)
+    # a rate row exists only when requests arrived (no row is 0): a bin without one is 0,
+    # and a bin with one is at least the smallest quantum
+    assert (gw["value"] > 0).all()
+    binned = pd.to_datetime(gw["timestamp_anon"], unit="s", utc=True).dt.floor("1min")
+    sampled = s["ds"].isin(binned)
+    assert (s.loc[~sampled, "y"] == 0).all() and (~sampled).sum() > 100
+    assert (s.loc[sampled, "y"] >= gw["value"].min()).all()
+    carried = gateway_qps(path, fill="carry")
+    assert (carried["y"] >= gw["value"].min()).all() and carried["y"].mean() > s["y"].mean()
 
 
 def test_cli_target_auto_follows_the_aggregation():

@@ -11,12 +11,14 @@ from rich.table import Table
 from foresight.errors import ForesightError
 
 
-def _load(series: Path, freq: str, agg: str):
+def _load(series: Path, freq: str, agg: str, fill: str = "auto"):
     from features.demand_series import read_series_csv, regularize
 
     if agg not in ("sum", "mean"):
         raise ForesightError(f"bad --agg {agg!r}: use sum or mean")
-    return regularize(read_series_csv(series), freq, agg)
+    if fill not in ("auto", "zero", "carry"):
+        raise ForesightError(f"bad --fill {fill!r}: use auto, zero or carry")
+    return regularize(read_series_csv(series), freq, agg, fill)
 
 
 def _test_start(df: pd.DataFrame, value: str, freq: str, horizon: int) -> pd.Timestamp:
@@ -41,6 +43,8 @@ ARRIVALS = {"target": "ratio", "unit_scale": False, "level_floor": 0.1, "n_estim
 #: for the switch is 1.645 standard errors.
 RATE = {"target": "residual", "base": "ewma", "multiscale": True, "n_estimators": 200,
         "min_child_samples": 20, "mix": True, "recent_window": 6, "recent_z": 1.645}
+FILL_HELP = ("bins with no sample: auto (0 for --agg sum, the last level for mean), zero (a "
+             "rate exported only when non-zero, as GenTD26's QPS) or carry (the last level)")
 TARGET_HELP = ("auto (ratio for --agg sum, residual for mean), residual (levels), ratio "
                "(bursty counts such as GPUs arriving) or rate (request rates, --agg mean)")
 
@@ -89,6 +93,7 @@ def register(app: typer.Typer) -> None:
         plot: Path = typer.Option(None, "--plot", help="PNG path (default: PRED.png)"),
         no_ets: bool = typer.Option(False, "--no-ets", help="skip the statsforecast baseline"),
         target: str = typer.Option("auto", "--target", help=TARGET_HELP),
+        fill: str = typer.Option("auto", "--fill", help=FILL_HELP),
     ) -> None:
         """Rolling-origin backtest; prints MAE, MASE, pinball and coverage per method."""
         from features.demand_series import horizon_bins
@@ -96,7 +101,7 @@ def register(app: typer.Typer) -> None:
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
-        df = _load(series, freq, agg)
+        df = _load(series, freq, agg, fill)
         T = _test_start(df, test_start, freq, H)
         if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:
             raise ForesightError(f"not enough history before --test-start for a {val_bins}-bin calibration window: lower --val-bins")
@@ -134,6 +139,7 @@ def register(app: typer.Typer) -> None:
         val_bins: int = typer.Option(1008, "--val-bins"),
         save: Path = typer.Option(None, "--save", help="also write the model artifact here"),
         target: str = typer.Option("auto", "--target", help=TARGET_HELP),
+        fill: str = typer.Option("auto", "--fill", help=FILL_HELP),
     ) -> None:
         """Fit on the whole series and print the next horizon's forecast per queue."""
         from features.demand_series import horizon_bins
@@ -141,7 +147,7 @@ def register(app: typer.Typer) -> None:
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
-        df = _load(series, freq, agg)
+        df = _load(series, freq, agg, fill)
         if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
             raise ForesightError(f"series too short for a {val_bins}-bin calibration window: lower --val-bins")
         try:

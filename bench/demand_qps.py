@@ -13,6 +13,8 @@ Split rule (committed before tuning; `end` = last bin + 1 min):
   loaded. The design was chosen on this dev test only until session 6.
 - dev folds (session 7): the same 12 h before the final in four 3 h folds, each fitted on the
   bins before it; the VARIANT with the lowest mean served / best-simple ratio there is scored.
+Interval window (session 8): with the chosen design, the p10/p90 calibration window with the
+lowest mean pinball on the same dev folds.
 Series (session 8): a 1-min bin without a row is a rate of 0 (`gateway_qps`'s docstring gives
 the evidence); the same design on the carry-over series of sessions 4-7 is reported beside it.
     nice .venv/bin/python bench/demand_qps.py [dev|final|both]
@@ -42,13 +44,19 @@ H = 10
 #: `--target rate`'s design without its re-pick (the session-5 design), on a 3 h validation tail
 BASE: dict = {**{k: v for k, v in RATE.items() if not k.startswith("recent_")},
               "val_bins": 180}
+#: the point design's candidates carry the validation-tail interval; the interval window is
+#: picked after them (it does not move p50)
+POINT: dict = {k: v for k, v in RATE.items() if k != "recent_intervals"}
+#: Session 8: p10/p90 re-calibrated from the served residuals of this many ended horizons
+#: (None: the validation tail's), picked on the same dev folds by mean pinball loss
+INTERVAL_WINDOWS = (None, 6, 12, 18, 36)
 #: Session 7: the designs compared on four 3 h dev folds (the 12 h before the final 6 h), each
 #: fitted on the bins before its fold; the lowest mean ratio to the fold's best
 #: simple baseline. `repick`: the served predictor re-picked per origin from the last 6 ended
 #: horizons (the usage preset's window); `repick_z`: the same, leaving the validated choice
 #: only on evidence (z = 1.645, one-sided 5 %: the usage forecaster's `recent_z`).
 VARIANTS: dict[str, dict] = {"mix": BASE, "repick": {**BASE, "recent_window": 6},
-                             "repick_z": {**RATE, "val_bins": 180}}
+                             "repick_z": {**POINT, "val_bins": 180}}
 #: the forecaster's own candidates, not simple baselines: the served forecast is compared
 #: with the best single simple predictor (last value, mean of the last 10 min, EWMA, AutoETS)
 CANDIDATES = ("model", "lightgbm", "ewma_mix")
@@ -102,6 +110,27 @@ def pick_design(df: pd.DataFrame) -> tuple[str, list[str]]:
     return chosen, lines
 
 
+def pick_interval(df: pd.DataFrame, design: dict) -> tuple[dict, list[str]]:
+    """Every INTERVAL_WINDOWS entry with the chosen design on every dev fold; the lowest
+    mean pinball loss (p10, p50, p90) wins."""
+    rows, pin = [], {w: [] for w in INTERVAL_WINDOWS}
+    for start, stop in dev_folds(df):
+        row = {"fold": f"{start:%H:%M} .. {stop:%H:%M}"}
+        for w in INTERVAL_WINDOWS:
+            _, met, *_ = score(df, start, stop, {**design, "recent_intervals": w})
+            m = met.set_index("method").loc["model"]
+            pin[w].append(m["pinball"])
+            row[str(w)] = f"{m['pinball']:.4f} / {m['coverage_p10_p90']:.0%}"
+        rows.append(row)
+        print(row, flush=True)
+    rows.append({"fold": "mean", **{str(w): f"{np.mean(p):.4f}" for w, p in pin.items()}})
+    w = min(INTERVAL_WINDOWS, key=lambda v: np.mean(pin[v]))
+    return {**design, "recent_intervals": w}, [
+        "## dev folds: pinball / p10-p90 coverage by interval window (ended horizons; None: "
+        "the validation tail's)", "", md_table(pd.DataFrame(rows)), "",
+        f"- chosen (lowest mean pinball): **{w}**", ""]
+
+
 def fixed_alphas(df: pd.DataFrame, pred: pd.DataFrame) -> str:
     """Diagnostic: MAE of the EWMA at each alpha of the grid (the forecaster's definition,
     bins before the origin) on the same origins."""
@@ -130,7 +159,9 @@ def run(df: pd.DataFrame, part: str, design: dict) -> str:
              f"- best simple baseline: {best} ({best_mae:.4f}); served MAE "
              f"{m.loc['model', 'MAE']:.4f}; **model / best "
              f"baseline = {ratio:.3f}**; EWMA alpha {alpha}; coverage "
-             f"{m.loc['model', 'coverage_p10_p90']:.1%}; wall {wall:.0f} s",
+             f"{m.loc['model', 'coverage_p10_p90']:.1%} (p10/p90 " + (
+                 f"from the served errors of the last {model.recent_intervals} ended horizons"
+                 if model.recent_intervals else "from the validation tail") + f"); wall {wall:.0f} s",
              f"- diagnostic, MAE of the EWMA at each fixed alpha: {fixed_alphas(df, pred)}", ""]
     print("\n".join(lines), flush=True)
     return "\n".join(lines)
@@ -171,10 +202,11 @@ def main(which: str = "both") -> None:
              f"- machine: {machine()}; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"git {git}", ""]
     chosen, fold_lines = pick_design(df)
-    lines += fold_lines
+    design, interval_lines = pick_interval(df, VARIANTS[chosen])
+    lines += fold_lines + interval_lines
     for part in (["dev", "final"] if which == "both" else [which]):
-        lines.append(run(df, part, VARIANTS[chosen]))
-    lines += carry_over(VARIANTS[chosen], which)
+        lines.append(run(df, part, design))
+    lines += carry_over(design, which)
     (RES / f"demand_qps{'' if which == 'both' else '_' + which}.md").write_text("\n".join(lines))
 
 

@@ -361,6 +361,7 @@ def test_cli_target_rate_repicks_and_names_what_it_serves(tmp_path, capsys):
     from foresight.commands.demand import RATE, _target
 
     assert _target("rate", "mean") == RATE and RATE["recent_window"] == 6
+    assert RATE["recent_intervals"] == 36
     rng = np.random.default_rng(5)
     n = 900
     y = np.r_[50 + rng.normal(0, 6, 500), 50 + np.cumsum(rng.normal(0, 3, n - 500))]
@@ -381,3 +382,38 @@ def test_cli_target_rate_repicks_and_names_what_it_serves(tmp_path, capsys):
                  "--target", "rate"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--agg mean" in err and "\n" not in err
+
+
+def test_recent_intervals_follow_a_quieter_regime_without_leaking(tmp_path):
+    """recent_intervals: p10/p90 re-calibrated at each origin from the served errors of the
+    horizons that ended in the window. Noise that drops to a quarter after the training end:
+    the validation tail's band holds nearly everything, the recent one comes back to ~80 %."""
+    rng = np.random.default_rng(7)
+    n, cut, H = 1400, 700, 10
+    y = 50 + rng.normal(0, 8, n)
+    y[cut:] = 50 + rng.normal(0, 2, n - cut)
+    ds = pd.date_range("2026-01-05", periods=n, freq="1min", tz="UTC")
+    df = pd.DataFrame({"unique_id": "g", "ds": ds, "y": y})
+    T = ds[cut]
+    kw = dict(agg="mean", with_ets=False, n_estimators=20, val_bins=180, base="ewma", mix=True,
+              recent_window=6, recent_z=1.645)
+    fixed, _, _ = backtest(df, "1min", H, T, **kw)
+    pred, _, model = backtest(df, "1min", H, T, recent_intervals=18, **kw)
+    late = (pd.to_datetime(pred["origin"], utc=True) >= T + pd.Timedelta("4h")).to_numpy()
+    cov = lambda p: float(np.mean(((p["y_true"] >= p["p10"]) & (p["y_true"] <= p["p90"]))
+                                  .to_numpy()[late]))
+    assert cov(fixed) > 0.97 and 0.7 < cov(pred) < 0.9
+    np.testing.assert_allclose(pred["p50"], fixed["p50"])  # the point forecast is untouched
+    width = (pred["p90"] - pred["p10"]).to_numpy()
+    assert np.median(width[late]) < 0.5 * np.median((fixed["p90"] - fixed["p10"]).to_numpy()[late])
+    # the band at an origin reads only horizons that ended before it
+    t0 = T + pd.Timedelta("5h")
+    changed = df.copy()
+    changed.loc[changed["ds"] >= t0, "y"] += rng.normal(0, 30, int((changed["ds"] >= t0).sum()))
+    at = lambda p: p[pd.to_datetime(p["origin"], utc=True) == t0][["p10", "p50", "p90"]]
+    np.testing.assert_allclose(at(model.predict_origins(changed, T)),
+                               at(model.predict_origins(df, T)))
+    model.save(tmp_path / "m")
+    back = DemandForecaster.load(tmp_path / "m")
+    assert back.recent_intervals == 18
+    pd.testing.assert_frame_equal(back.predict_origins(df, T), model.predict_origins(df, T))

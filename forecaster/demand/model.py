@@ -36,6 +36,7 @@ from forecaster.booster import LoadedBooster
 from forecaster.demand.features import EWMA_ALPHAS, LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.repick import recent_pick
+from forecaster.usage.intervals import recent_bounds
 
 SCHEMA_VERSION = 2
 #: Baselines a series may fall back to, in the order ties are broken (mean_last_h, ewma and
@@ -65,7 +66,8 @@ class DemandForecaster:
                  n_jobs: int = 1, target: str = "residual", multiscale: bool = False,
                  fallback: bool = True, level_floor: float = LEVEL_FLOOR,
                  unit_scale: bool = True, base: str = "persistence", mix: bool = False,
-                 recent_window: int | None = None, recent_z: float = 0.0) -> None:
+                 recent_window: int | None = None, recent_z: float = 0.0,
+                 recent_intervals: int | None = None) -> None:
         if target not in ("residual", "ratio"):
             raise ValueError(f"target {target!r}: use residual or ratio")
         if base not in ("persistence", "mean_last_h", "ewma") or (base in _LEVEL_ONLY
@@ -101,6 +103,9 @@ class DemandForecaster:
         # evidence to leave the validated choice (standard errors of the paired difference of
         # recent errors): 0 takes the recent best outright
         self.recent_z = recent_z
+        # with recent_window: p10/p90 re-calibrated at each origin from the served residuals
+        # of this many ended horizons (forecaster/usage/intervals.recent_bounds)
+        self.recent_intervals = recent_intervals
 
     def design(self, df: pd.DataFrame, unit: dict[str, float]) -> Design:
         des = design(df, unit, self.freq, self.horizon, self.agg, self.multiscale,
@@ -231,12 +236,14 @@ class DemandForecaster:
             self.recent_window and self.mix) else ()
         return (*self.fallbacks(), *alphas)
 
-    def _repick(self, des: Design, rows: np.ndarray, who: np.ndarray) -> np.ndarray:
+    def _repick(self, des: Design, rows: np.ndarray,
+                who: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """The served predictor per row, re-picked at each origin from the errors of the
         last `recent_window` horizons that have ended (forecaster/repick.py, scope per
         series): a request rate's regime changes within hours (busy, then quiet at night) and
         the validation tail cannot see the next one. The model's errors up to its training
-        end are in-sample and do not count."""
+        end are in-sample and do not count. With `recent_intervals`, also the [p10, p90]
+        offsets per row (NaN: keep the validation ones)."""
         known = np.isfinite(des.baseline(self.base))
         cand = {MODEL: self._raw(des, known),
                 **{b: des.baseline(b)[known] for b in self.candidates()}}
@@ -249,7 +256,29 @@ class DemandForecaster:
         out = who.copy()
         sel = known[rows]
         out[sel] = pick[rows[known]]
-        return out
+        if not self.recent_intervals:
+            return out, None
+        lo, hi = np.full((2, len(out)), np.nan)
+        lo[sel], hi[sel] = (b[rows[known]] for b in self._recent_q(des, known, cand, pick))
+        return out, np.stack([lo, hi])
+
+    def _recent_q(self, des: Design, known: np.ndarray, cand: dict,
+                  pick: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sliding-window conformal offsets of the served residuals (in the served
+        predictor's scale) over the last `recent_intervals` ended horizons, pooled over series
+        (a series has too few ended horizons alone); the model's in-sample targets do not
+        count."""
+        names = list(cand)
+        p = np.choose(pd.Categorical(pick, categories=names).codes, [cand[n] for n in names])
+        scale = np.where(pick == MODEL, self._zscale(des)[known], des.scale[known])
+        y, origins = des.y_true[known], des.origins[known]
+        ends = pd.to_datetime(origins, utc=True) + self.horizon * pd.Timedelta(self.freq)
+        in_sample = (pick == MODEL) & np.asarray(ends <= pd.Timestamp(self.train_end_))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            usable = np.isfinite((y - p) / scale) & ~in_sample
+        return recent_bounds(origins, y, p, scale, np.zeros(len(y), bool), usable,
+                             np.ones(len(y), bool), self.horizon,
+                             self.recent_intervals * self.horizon, self.coverage)
 
     def baselines(self) -> tuple[str, ...]:
         """Baseline columns of every output (level baselines only for agg=mean)."""
@@ -290,8 +319,9 @@ class DemandForecaster:
         raw = self._raw(des, rows)
         ids = des.ids[rows]
         who = np.array([self.served(u) for u in ids], dtype=object)
+        rq = None
         if self.recent_window:
-            who = self._repick(des, rows, who)
+            who, rq = self._repick(des, rows, who)
         p50, zs = raw.copy(), self._zscale(des)[rows].copy()
         lo, hi = np.zeros(len(raw)), np.zeros(len(raw))
         for uid, name in set(zip(ids, who)):
@@ -299,6 +329,9 @@ class DemandForecaster:
             if name != MODEL:
                 p50[r], zs[r] = des.baseline(name)[rows][r], des.scale[rows][r]
             lo[r], hi[r] = self._q(uid, name)
+        if rq is not None:
+            now = np.isfinite(rq[0])
+            lo[now], hi[now] = rq[0][now], rq[1][now]
         p50 = self._floor(np.nan_to_num(p50, nan=0.0))
         return pd.DataFrame({
             "unique_id": ids, "origin": des.origins[rows], "y_true": des.y_true[rows],

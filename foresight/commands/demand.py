@@ -40,9 +40,11 @@ ARRIVALS = {"target": "ratio", "unit_scale": False, "level_floor": 0.1, "n_estim
 #: The design bench/demand_qps.py picked on its dev folds (a gateway request rate, 1-min bins,
 #: mean of the next 10 min): the residual on the EWMA, the EWMAs' mean as a candidate, and the
 #: served predictor re-picked per origin from the last 6 ended horizons where the evidence
-#: for the switch is 1.645 standard errors.
+#: for the switch is 1.645 standard errors; p10/p90 re-calibrated at each origin from the
+#: served errors of the last 36 ended horizons (6 h at 10 min).
 RATE = {"target": "residual", "base": "ewma", "multiscale": True, "n_estimators": 200,
-        "min_child_samples": 20, "mix": True, "recent_window": 6, "recent_z": 1.645}
+        "min_child_samples": 20, "mix": True, "recent_window": 6, "recent_z": 1.645,
+        "recent_intervals": 36}
 FILL_HELP = ("bins with no sample: auto (0 for --agg sum, the last level for mean), zero (a "
              "rate exported only when non-zero, as GenTD26's QPS) or carry (the last level)")
 TARGET_HELP = ("auto (ratio for --agg sum, residual for mean), residual (levels), ratio "

@@ -417,3 +417,17 @@ def test_recent_intervals_follow_a_quieter_regime_without_leaking(tmp_path):
     back = DemandForecaster.load(tmp_path / "m")
     assert back.recent_intervals == 18
     pd.testing.assert_frame_equal(back.predict_origins(df, T), model.predict_origins(df, T))
+
+
+def test_cli_reads_a_missing_rate_bin_as_zero(tmp_path):
+    """--target rate: a bin without a sample is a rate of 0 (exports drop zero rows);
+    another --agg mean series carries its last level; --fill says otherwise."""
+    from foresight.commands.demand import _load
+
+    path = tmp_path / "R.csv"
+    pd.DataFrame({"unique_id": "gw", "ds": ["2026-01-05T00:00Z", "2026-01-05T00:03Z"],
+                  "y": [2.0, 1.0]}).to_csv(path, index=False)
+    ys = lambda **kw: _load(path, "1min", "mean", **kw)["y"].tolist()
+    assert ys(target="rate") == [2.0, 0.0, 0.0, 1.0]
+    assert ys() == ys(target="residual") == ys(fill="carry", target="rate") == [2.0, 2.0, 2.0, 1.0]
+    assert ys(fill="zero") == [2.0, 0.0, 0.0, 1.0]

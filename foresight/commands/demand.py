@@ -11,13 +11,17 @@ from rich.table import Table
 from foresight.errors import ForesightError
 
 
-def _load(series: Path, freq: str, agg: str, fill: str = "auto"):
+def _load(series: Path, freq: str, agg: str, fill: str = "auto", target: str = "auto"):
+    """The series on a regular grid; a request rate's missing bin is a rate of 0 (exports
+    drop zero rows: features/gateway_qps.py), another mean's the last level."""
     from features.demand_series import read_series_csv, regularize
 
     if agg not in ("sum", "mean"):
         raise ForesightError(f"bad --agg {agg!r}: use sum or mean")
     if fill not in ("auto", "zero", "carry"):
         raise ForesightError(f"bad --fill {fill!r}: use auto, zero or carry")
+    if fill == "auto" and target == "rate":
+        fill = "zero"
     return regularize(read_series_csv(series), freq, agg, fill)
 
 
@@ -45,8 +49,9 @@ ARRIVALS = {"target": "ratio", "unit_scale": False, "level_floor": 0.1, "n_estim
 RATE = {"target": "residual", "base": "ewma", "multiscale": True, "n_estimators": 200,
         "min_child_samples": 20, "mix": True, "recent_window": 6, "recent_z": 1.645,
         "recent_intervals": 36}
-FILL_HELP = ("bins with no sample: auto (0 for --agg sum, the last level for mean), zero (a "
-             "rate exported only when non-zero, as GenTD26's QPS) or carry (the last level)")
+FILL_HELP = ("bins with no sample: auto (0 for --agg sum and --target rate, the last level "
+             "for other means), zero (e.g. a rate exported only when non-zero, as GenTD26's "
+             "QPS) or carry (the last level)")
 TARGET_HELP = ("auto (ratio for --agg sum, residual for mean), residual (levels), ratio "
                "(bursty counts such as GPUs arriving) or rate (request rates, --agg mean)")
 
@@ -103,7 +108,7 @@ def register(app: typer.Typer) -> None:
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
-        df = _load(series, freq, agg, fill)
+        df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
         if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:
             raise ForesightError(f"not enough history before --test-start for a {val_bins}-bin calibration window: lower --val-bins")
@@ -149,7 +154,7 @@ def register(app: typer.Typer) -> None:
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
-        df = _load(series, freq, agg, fill)
+        df = _load(series, freq, agg, fill, target)
         if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
             raise ForesightError(f"series too short for a {val_bins}-bin calibration window: lower --val-bins")
         try:

@@ -19,20 +19,19 @@ predictor's own validation residuals (apart for idle and moving pods), calibrate
 interval (forecaster/usage/intervals.py); with `recent_intervals`, re-calibrated at each origin
 from the served residuals of the re-pick's window; clipped to the metric's physical range
 [y_min, y_max].
-Artifacts: `model.txt` (LightGBM text) + `manifest.json`; never pickle.
+Artifacts: `model.txt` (LightGBM text) + `manifest.json` (forecaster/usage/artifact.py); never
+pickle.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from forecaster.booster import LoadedBooster
-from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.repick import recent_pick
+from forecaster.usage.artifact import SCHEMA_VERSION, load_usage, save_usage
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
 from forecaster.usage.intervals import conformal_quantiles, recent_bounds
@@ -41,13 +40,8 @@ from forecaster.usage.presets import PRESETS, preset
 __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",
            "phase_runs", "typical_phase_bins"]
 
-# 3: served predictor per series, validation scores, conformal quantiles per predictor and
-# flat/moving origin,
-# base ("none" or a baseline), physical range, time of day; 4: the hurdle classifier (`still.txt`).
-SCHEMA_VERSION = 4
 BASELINES = ("last_value", "mean_last_h", "ses")
 TUNABLE = {"n_estimators", "learning_rate", "num_leaves", "min_child_samples", "half_life"}
-READS = (3, 4)
 class UsageForecaster:
     """fit(long df) on regular bins; predict_origins(df, start) for a backtest."""
 
@@ -362,58 +356,8 @@ class UsageForecaster:
 
     # ---------------------------------------------------------------- artifacts
     def save(self, path: str | Path) -> None:
-        p = Path(path)
-        p.mkdir(parents=True, exist_ok=True)
-        (p / "model.txt").write_text(self.model_.booster_.model_to_string())
-        still = self.still_ if self.hurdle_ else None
-        if hasattr(still, "booster_"):  # fitted or loaded: not the one-class constant
-            (p / "still.txt").write_text(still.booster_.model_to_string())
-        (p / "manifest.json").write_text(json.dumps({
-            "schema_version": SCHEMA_VERSION, "horizon": self.horizon, "base": self.base_,
-            "features": self.features_, "quantiles": self.q_, "coverage": self.coverage,
-            "ses_alpha": self.ses_alpha_, "ses_grid": list(self.ses_grid),
-            "served": self.served_, "served_series": self.served_series_,
-            "val_scores": self.val_scores_, "select": self.select,
-            "time_of_day": self.time_of_day, "fleet": self.fleet, "drop": list(self.drop),
-            "half_life": self.half_life, "y_min": self.y_min, "y_max": self.y_max_,
-            "tune": list(self.tune), "params": self.params_,
-            "recent_window": self.recent_window, "recent_scope": self.recent_scope,
-            "recent_unit": self.recent_unit, "recent_z": self.recent_z,
-            "recent_intervals": self.recent_intervals,
-            "min_gain": self.min_gain,  # the re-pick applies it at each origin
-            "train_end": self.train_end_.isoformat(),
-            "phases": self.phases_, "phase_typical_bins": self.ph_typ_,
-            "hurdle": self.hurdle, "hurdle_used": self.hurdle_,
-            "still_constant": still if isinstance(still, float) else None}, indent=1))
+        save_usage(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "UsageForecaster":
-        p = Path(path)
-        man = read_manifest(p, None, "usage model")
-        if man.get("schema_version") not in READS:
-            raise ArtifactError(f"{p / 'manifest.json'}: usage model schema_version "
-                                f"{man.get('schema_version')!r}, expected one of {READS} "
-                                "(retrain it with this version)")
-        m = cls(horizon=man["horizon"], ses_grid=tuple(man["ses_grid"]),
-                coverage=man["coverage"], select=man["select"],
-                time_of_day=man["time_of_day"], fleet=man["fleet"], drop=tuple(man["drop"]),
-                half_life=man["half_life"], y_min=man["y_min"], y_max=man["y_max"],
-                recent_window=man.get("recent_window"),
-                recent_scope=man.get("recent_scope", "series"),
-                recent_unit=man.get("recent_unit", "bins"), recent_z=man.get("recent_z", 0.0),
-                recent_intervals=man.get("recent_intervals", False),
-                min_gain=man.get("min_gain", 0.03), tune=tuple(man.get("tune", ())))
-        m.params_ = man.get("params", {})
-        m.train_end_ = pd.Timestamp(man["train_end"]) if man.get("train_end") else None
-        m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
-        m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]
-        m.served_, m.served_series_ = man["served"], man["served_series"]
-        m.val_scores_ = man["val_scores"]
-        m.phases_, m.ph_typ_ = man["phases"], man["phase_typical_bins"]
-        m.model_ = LoadedBooster(lgb.Booster(model_file=str(p / "model.txt")))
-        m.hurdle, m.hurdle_ = man.get("hurdle", False), man.get("hurdle_used", False)
-        m.still_ = None
-        if m.hurdle_:
-            m.still_ = (man["still_constant"] if man.get("still_constant") is not None else
-                        LoadedBooster(lgb.Booster(model_file=str(p / "still.txt"))))
-        return m
+        return load_usage(cls, path)

@@ -113,17 +113,20 @@ def pick_design(df: pd.DataFrame) -> tuple[str, list[str]]:
 def pick_interval(df: pd.DataFrame, design: dict) -> tuple[dict, list[str]]:
     """Every INTERVAL_WINDOWS entry with the chosen design on every dev fold; the lowest
     mean pinball loss (p10, p50, p90) wins."""
-    rows, pin = [], {w: [] for w in INTERVAL_WINDOWS}
+    rows, pin, cov = [], {w: [] for w in INTERVAL_WINDOWS}, {w: [] for w in INTERVAL_WINDOWS}
     for start, stop in dev_folds(df):
         row = {"fold": f"{start:%H:%M} .. {stop:%H:%M}"}
         for w in INTERVAL_WINDOWS:
             _, met, *_ = score(df, start, stop, {**design, "recent_intervals": w})
             m = met.set_index("method").loc["model"]
             pin[w].append(m["pinball"])
+            cov[w].append(abs(m["coverage_p10_p90"] - 0.8))
             row[str(w)] = f"{m['pinball']:.4f} / {m['coverage_p10_p90']:.0%}"
         rows.append(row)
         print(row, flush=True)
     rows.append({"fold": "mean", **{str(w): f"{np.mean(p):.4f}" for w, p in pin.items()}})
+    rows.append({"fold": "mean abs(coverage - 80 %)",
+                 **{str(w): f"{np.mean(c):.1%}" for w, c in cov.items()}})
     w = min(INTERVAL_WINDOWS, key=lambda v: np.mean(pin[v]))
     return {**design, "recent_intervals": w}, [
         "## dev folds: pinball / p10-p90 coverage by interval window (ended horizons; None: "
@@ -162,9 +165,37 @@ def run(df: pd.DataFrame, part: str, design: dict) -> str:
              f"{m.loc['model', 'coverage_p10_p90']:.1%} (p10/p90 " + (
                  f"from the served errors of the last {model.recent_intervals} ended horizons"
                  if model.recent_intervals else "from the validation tail") + f"); wall {wall:.0f} s",
-             f"- diagnostic, MAE of the EWMA at each fixed alpha: {fixed_alphas(df, pred)}", ""]
+             f"- diagnostic, MAE of the EWMA at each fixed alpha: {fixed_alphas(df, pred)}",
+             f"- targets exactly 0: {pred['y_true'].eq(0).mean():.0%}; median p10 "
+             f"{pred['p10'].median():.3f}, p90 {pred['p90'].median():.3f}", ""]
     print("\n".join(lines), flush=True)
     return "\n".join(lines)
+
+
+def gap_evidence() -> list[str]:
+    """Why a bin without a row is a rate of 0 (features/gateway_qps.py), from the raw rows."""
+    raw = pd.read_csv(QPS, dtype={"container_ip": str})
+    gw = raw[raw["container_ip"].fillna("").eq("") & raw["request_type"].eq("API Requests")]
+    queue = pd.read_csv(QPS.with_name("queue_size_raw_anon.csv"))
+    scrape = gw["timestamp_anon"].diff().dropna()
+    step = scrape.min()
+    gaps = scrape[scrape > step] / step
+    per_hour = pd.to_datetime(gw["timestamp_anon"], unit="s", utc=True).dt.hour.value_counts()
+    zero, carry = gateway_qps(QPS), gateway_qps(QPS, fill="carry")
+    filled = zero["y"].eq(0)
+    late = zero["ds"].dt.hour >= 21
+    return ["## why a bin without a row is a rate of 0", "",
+            f"- QPS rows equal to 0: {int(raw['value'].eq(0).sum())} of {len(raw):,} (gateway and "
+            f"per pod); the queue-size gauge sampled beside it: {int(queue['value'].eq(0).sum()):,}"
+            f" of {len(queue):,} rows are 0",
+            f"- gateway rows every {step:.0f} s; every gap is a whole number of them: "
+            f"{bool(np.allclose(gaps, gaps.round()))} ({gaps.min():.0f} to {gaps.max():.0f})",
+            "- gateway rows per hour: " + ", ".join(
+                f"{h:02d}:00 {per_hour.get(h, 0)}" for h in (12, 15, 18, 19, 20, 21, 22)),
+            f"- 1-min bins without a row: {int(filled.sum())} of {len(zero):,}; "
+            f"{filled[late].mean():.0%} of the bins from 21:00; the carry-over series held "
+            f"them at its last value (mean {carry['y'].mean():.3f} vs {zero['y'].mean():.3f})",
+            ""]
 
 
 def carry_over(design: dict, which: str) -> list[str]:
@@ -203,7 +234,7 @@ def main(which: str = "both") -> None:
              f"git {git}", ""]
     chosen, fold_lines = pick_design(df)
     design, interval_lines = pick_interval(df, VARIANTS[chosen])
-    lines += fold_lines + interval_lines
+    lines += gap_evidence() + fold_lines + interval_lines
     for part in (["dev", "final"] if which == "both" else [which]):
         lines.append(run(df, part, design))
     lines += carry_over(design, which)

@@ -76,7 +76,7 @@ GRID = {"plain": {}, "plain_recent": {"fleet": True, "half_life": 240},
                                      "recent_scope": "fleet", "tune": (DEFAULT_TREES,)},
         # session 7: p10/p90 re-calibrated at each origin from the same window's served
         # residuals (sliding-window conformal), the upper level taking what the clipped lower
-        # bound does not miss (forecaster/usage/intervals.py); the point forecast is unchanged
+        # bound does not miss (forecaster/intervals.py); the point forecast is unchanged
         "hurdle_pickx6_fleet_tune_ri": {**SMALL, "fleet": True, "half_life": 240,
                                         "hurdle": True, "recent_window": 6,
                                         "recent_unit": "horizons", "recent_scope": "fleet",
@@ -164,7 +164,7 @@ READING = [
     " so the final rows above are its final rows too, without a further look at the test "
     "window. It is now `--preset serving`.",
     "- Session 7: (13) `hurdle_pickx6_fleet_tune_ri`: the same point forecasts, with p10/p90"
-    " calibrated as an interval and re-calibrated at each origin (forecaster/usage/"
+    " calibrated as an interval and re-calibrated at each origin (forecaster/"
     "intervals.py). Two causes of the old over-coverage: (a) an idle pod's horizon mean is "
     "mostly exactly 0, so the lower quantile sits on that atom and misses nothing below it;"
     " central 10 / 90 % quantiles then cover ~90 %. The upper level now takes the whole "

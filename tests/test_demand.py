@@ -416,6 +416,8 @@ def test_recent_intervals_follow_a_quieter_regime_without_leaking(tmp_path):
     model.save(tmp_path / "m")
     back = DemandForecaster.load(tmp_path / "m")
     assert back.recent_intervals == 18
+    with pytest.raises(ValueError, match="needs recent_window"):
+        DemandForecaster(freq="1min", horizon=H, agg="mean", recent_intervals=18).fit(df)
     pd.testing.assert_frame_equal(back.predict_origins(df, T), model.predict_origins(df, T))
 
 

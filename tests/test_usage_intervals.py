@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from forecaster.usage.intervals import conformal_quantiles, recent_bounds
+from forecaster.intervals import conformal_quantiles, recent_bounds
 from forecaster.usage.model import UsageForecaster
 
 

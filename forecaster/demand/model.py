@@ -36,7 +36,7 @@ from forecaster.booster import LoadedBooster
 from forecaster.demand.features import EWMA_ALPHAS, LEVEL_FLOOR, Design, design
 from forecaster.manifest import ArtifactError, read_manifest
 from forecaster.repick import recent_pick
-from forecaster.usage.intervals import recent_bounds
+from forecaster.intervals import recent_bounds
 
 SCHEMA_VERSION = 2
 #: Baselines a series may fall back to, in the order ties are broken (mean_last_h, ewma and
@@ -104,7 +104,7 @@ class DemandForecaster:
         # recent errors): 0 takes the recent best outright
         self.recent_z = recent_z
         # with recent_window: p10/p90 re-calibrated at each origin from the served residuals
-        # of this many ended horizons (forecaster/usage/intervals.recent_bounds)
+        # of this many ended horizons (forecaster/intervals.recent_bounds)
         self.recent_intervals = recent_intervals
 
     def design(self, df: pd.DataFrame, unit: dict[str, float]) -> Design:
@@ -142,6 +142,9 @@ class DemandForecaster:
         """Fit on every origin whose whole horizon lies inside `df` (which is the training data)."""
         if self.mix and self.agg != "mean":
             raise ValueError("mix=True combines level baselines: needs agg='mean'")
+        if self.recent_intervals and not self.recent_window:
+            raise ValueError("recent_intervals re-calibrates from the re-pick's errors: needs "
+                             "recent_window")
         step = pd.Timedelta(self.freq)
         units = df.groupby("unique_id")["y"].apply(lambda s: float(s.abs().mean()) or 1.0)
         if not self.unit_scale:  # series already in one unit (GPUs): keep absolute floors
@@ -266,8 +269,7 @@ class DemandForecaster:
                   pick: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sliding-window conformal offsets of the served residuals (in the served
         predictor's scale) over the last `recent_intervals` ended horizons, pooled over series
-        (a series has too few ended horizons alone); the model's in-sample targets do not
-        count."""
+        as recent_bounds pools a fleet; the model's in-sample targets do not count."""
         names = list(cand)
         p = np.choose(pd.Categorical(pick, categories=names).codes, [cand[n] for n in names])
         scale = np.where(pick == MODEL, self._zscale(des)[known], des.scale[known])

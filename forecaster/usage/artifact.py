@@ -46,6 +46,7 @@ def save_usage(m: Any, path: str | Path) -> None:
         "hurdle": m.hurdle, "hurdle_used": m.hurdle_,
         "still_constant": still if isinstance(still, float) else None}, indent=1))
 
+
 def load_usage(cls: type, path: str | Path) -> Any:
     """A UsageForecaster (`cls`) from a directory `save_usage` wrote; schema versions in
     READS; a clear ArtifactError otherwise."""

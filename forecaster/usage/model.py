@@ -16,7 +16,7 @@ with probability >= 0.5 the model's forecast is the last value itself, the point
 absolute-error loss calls for when most of the mass sits on one value; kept only if it validates
 better than the plain model. p10/p90: split-conformal bounds of each served
 predictor's own validation residuals (apart for idle and moving pods), calibrated as an
-interval (forecaster/usage/intervals.py); with `recent_intervals`, re-calibrated at each origin
+interval (forecaster/intervals.py); with `recent_intervals`, re-calibrated at each origin
 from the served residuals of the re-pick's window; clipped to the metric's physical range
 [y_min, y_max].
 Artifacts: `model.txt` (LightGBM text) + `manifest.json` (forecaster/usage/artifact.py); never
@@ -34,7 +34,7 @@ from forecaster.repick import recent_pick
 from forecaster.usage.artifact import SCHEMA_VERSION, load_usage, save_usage
 from forecaster.usage.features import (fleet_features, phase_runs, series_features,
                                        typical_phase_bins)
-from forecaster.usage.intervals import conformal_quantiles, recent_bounds
+from forecaster.intervals import conformal_quantiles, recent_bounds
 from forecaster.usage.presets import PRESETS, preset
 
 __all__ = ["UsageForecaster", "BASELINES", "PRESETS", "SCHEMA_VERSION", "preset",

@@ -1,7 +1,7 @@
-"""The usage forecaster's p10/p90: split-conformal bounds, calibrated so that the *interval*
-[p10, p90] holds `coverage` of the targets: from the validation tail of the training window
-(`conformal_quantiles`), or at each origin from the horizons that ended in a recent window
-(`recent_bounds`)."""
+"""p10/p90 of the usage forecaster (and, with `recent_intervals`, the demand forecaster):
+split-conformal bounds, calibrated so that the *interval* [p10, p90] holds `coverage` of the
+targets: from the validation tail of the training window (`conformal_quantiles`), or at each
+origin from the horizons that ended in a recent window (`recent_bounds`)."""
 from __future__ import annotations
 
 import numpy as np

@@ -1,0 +1,1 @@
+"""Run-time predictor of pending pods (issue 28)."""

@@ -1,0 +1,186 @@
+"""Run time of a pending pod: p10/p50/p90 from the pods table, by workload with fallbacks.
+
+A pod's run time is `finished - started` (seconds). Quantiles of log run time are kept per key
+at each level of a hierarchy (default: workload -> queue x GPU request x priority -> queue ->
+every pod); a pod is answered by the first level whose key has at least `min_count` finished
+runs (a new workload gets its queue's shape). Empirical quantiles, not a model, because the
+pods table carries identity and shape only: there is nothing for a booster to split on that
+the key does not already say (bench/results/runtime.md measures it against the baselines).
+
+The [p10, p90] interval is calibrated, not taken raw: per-key quantiles from a handful of runs
+are too narrow, and run times drift. The last `val_frac` of the training pods (by finish time)
+is held out, the interval widened (or narrowed) around p50 in log space by one factor chosen so
+that `coverage` of those pods fall inside, and the stats are then refit on every training pod.
+
+Baselines, in every output: `last` (the workload's most recent finished run; queue median for
+a new workload) and `queue_median` (the queue's median run time). Artifact: one JSON
+manifest (no pickle).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from forecaster.manifest import ArtifactError, read_manifest
+
+SCHEMA_VERSION = 1
+LEVELS: tuple[tuple[str, ...], ...] = (("workload",), ("queue", "gpu_request", "priority"),
+                                       ("queue",), ())
+QUANTILES = {"p10": 0.1, "p50": 0.5, "p90": 0.9}
+MIN_RUNTIME_S = 1.0
+
+
+def runtime_table(pods: pd.DataFrame, until: pd.Timestamp | float | None = None
+                  ) -> pd.DataFrame:
+    """Pods with a measured run time (started and finished, before ``until`` when given):
+    the pods table plus ``runtime_s``, sorted by finish time."""
+    need = {"started", "finished"}
+    if missing := need - set(pods.columns):
+        raise ValueError(f"pods table lacks {', '.join(sorted(missing))}")
+    t = pods.dropna(subset=["started", "finished"])
+    if until is not None:
+        t = t[t["finished"] < until]
+    rt = t["finished"] - t["started"]
+    if isinstance(rt.dtype, pd.api.types.DatetimeTZDtype) or np.issubdtype(
+            rt.dtype, np.timedelta64):
+        rt = rt.dt.total_seconds()
+    t = t.assign(runtime_s=np.maximum(rt.astype(float), MIN_RUNTIME_S))
+    return t.sort_values("finished", kind="mergesort", ignore_index=True)
+
+
+def _keys(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
+    if not cols:
+        return pd.Series("*", index=df.index)
+    parts = [df[c].astype(str) if c in df else pd.Series("", index=df.index) for c in cols]
+    out = parts[0]
+    for p in parts[1:]:
+        out = out + "|" + p
+    return out
+
+
+class RuntimePredictor:
+    """Hierarchical empirical quantiles of run time, with a calibrated [p10, p90]."""
+
+    def __init__(self, levels: tuple[tuple[str, ...], ...] = LEVELS, min_count: int = 5,
+                 coverage: float = 0.8, val_frac: float = 0.2) -> None:
+        self.levels = tuple(tuple(lv) for lv in levels)
+        self.min_count = min_count
+        self.coverage = coverage
+        self.val_frac = val_frac
+
+    # -- fitting --------------------------------------------------------------------------
+    def _stats(self, t: pd.DataFrame) -> list[dict[str, list[float]]]:
+        """Per level: key -> [count, log p10, log p50, log p90]."""
+        out = []
+        lg = np.log(t["runtime_s"].to_numpy(float))
+        for cols in self.levels:
+            k = _keys(t, cols).to_numpy()
+            g = pd.Series(lg).groupby(k)
+            q = g.quantile([0.1, 0.5, 0.9]).unstack()
+            n = g.size()
+            out.append({str(key): [float(n[key]), *map(float, q.loc[key].to_numpy())]
+                        for key in n.index})
+        return out
+
+    def fit(self, pods: pd.DataFrame) -> "RuntimePredictor":
+        t = runtime_table(pods)
+        if len(t) < 2:
+            raise ValueError(f"{len(t)} pods with a run time: too few to fit")
+        self.scale_ = 1.0
+        n_val = int(len(t) * self.val_frac)
+        if n_val >= 20 and len(t) - n_val >= 20:
+            # choose the interval's widening on pods finished after the others (time order)
+            self.stats_ = self._stats(t.iloc[:-n_val])
+            self.scale_ = self._calibrate(t.iloc[-n_val:])
+        self.stats_ = self._stats(t)
+        lg = np.log(t["runtime_s"].to_numpy(float))
+        self.last_ = {str(k): float(v) for k, v in
+                      pd.Series(lg).groupby(_keys(t, ("workload",)).to_numpy()).last().items()}
+        self.queue_median_ = {str(k): float(v) for k, v in pd.Series(lg).groupby(
+            _keys(t, ("queue",)).to_numpy()).median().items()}
+        self.global_median_ = float(np.median(lg))
+        self.n_train_ = int(len(t))
+        return self
+
+    def _calibrate(self, val: pd.DataFrame) -> float:
+        base = self._lookup(val)
+        y = np.log(val["runtime_s"].to_numpy(float))
+        lo, mid, hi = base[:, 0], base[:, 1], base[:, 2]
+        # smallest s with the share of y in [mid - s (mid - lo), mid + s (hi - mid)] >= coverage
+        need = np.where(y < mid, (mid - y) / np.maximum(mid - lo, 1e-9),
+                        (y - mid) / np.maximum(hi - mid, 1e-9))
+        return float(np.clip(np.quantile(need, self.coverage), 0.25, 20.0))
+
+    # -- prediction -----------------------------------------------------------------------
+    def _lookup(self, df: pd.DataFrame) -> np.ndarray:
+        """(n, 4): log p10, log p50, log p90 and the level index that answered."""
+        out = np.full((len(df), 4), np.nan)
+        todo = np.ones(len(df), bool)
+        for i, cols in enumerate(self.levels):
+            if not todo.any():
+                break
+            st = self.stats_[i]
+            if not st:
+                continue
+            names = list(st)
+            vals = np.array([st[k] for k in names], float)
+            idx = pd.Index(names).get_indexer(_keys(df, cols).to_numpy()[todo])
+            ok = idx >= 0
+            ok[ok] = (vals[idx[ok], 0] >= self.min_count) | (not cols)
+            rows = np.flatnonzero(todo)[ok]
+            out[rows, :3] = vals[idx[ok], 1:]
+            out[rows, 3] = i
+            todo[rows] = False
+        return out
+
+    def predict(self, pods: pd.DataFrame) -> pd.DataFrame:
+        """p10/p50/p90 run time (s) per row, the level that answered (``level``: its column
+        names, ``global`` for every pod) and both baselines."""
+        b = self._lookup(pods)
+        s = self.scale_
+        lo = b[:, 1] - s * (b[:, 1] - b[:, 0])
+        hi = b[:, 1] + s * (b[:, 2] - b[:, 1])
+        names = ["+".join(c) or "global" for c in self.levels]
+        q = _keys(pods, ("queue",)).map(self.queue_median_).fillna(self.global_median_)
+        last = _keys(pods, ("workload",)).map(self.last_)
+        return pd.DataFrame({
+            "p10": np.exp(lo), "p50": np.exp(b[:, 1]), "p90": np.exp(hi),
+            "level": [names[int(i)] if i == i else "" for i in b[:, 3]],
+            "last": np.exp(last.fillna(q).to_numpy(float)),
+            "queue_median": np.exp(q.to_numpy(float))}, index=pods.index)
+
+    # -- artifact -------------------------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        p = Path(path)
+        p.mkdir(parents=True, exist_ok=True)
+        man = {"schema_version": SCHEMA_VERSION, "kind": "runtime",
+               "params": {"levels": [list(c) for c in self.levels], "min_count": self.min_count,
+                          "coverage": self.coverage, "val_frac": self.val_frac},
+               "scale": self.scale_, "stats": self.stats_, "last": self.last_,
+               "queue_median": self.queue_median_, "global_median": self.global_median_,
+               "n_train": self.n_train_, "features": self.features_}
+        (p / "manifest.json").write_text(json.dumps(man))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "RuntimePredictor":
+        man = read_manifest(path, SCHEMA_VERSION, what="runtime model")
+        try:
+            pr = man["params"]
+            m = cls(tuple(tuple(c) for c in pr["levels"]), int(pr["min_count"]),
+                    float(pr["coverage"]), float(pr["val_frac"]))
+            m.scale_, m.stats_ = float(man["scale"]), list(man["stats"])
+            m.last_, m.queue_median_ = dict(man["last"]), dict(man["queue_median"])
+            m.global_median_, m.n_train_ = float(man["global_median"]), int(man["n_train"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ArtifactError(f"{path}: runtime manifest is malformed ({exc})") from None
+        if len(m.stats_) != len(m.levels):
+            raise ArtifactError(f"{path}: runtime manifest has {len(m.stats_)} levels of stats "
+                                f"for {len(m.levels)} levels")
+        return m
+
+    @property
+    def features_(self) -> list[str]:
+        return sorted({c for lv in self.levels for c in lv})

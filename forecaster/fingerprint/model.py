@@ -15,7 +15,7 @@ import pandas as pd
 
 from features.segments import WideSeries, shared_mask
 from forecaster.fingerprint.period import detect_period
-from forecaster.fingerprint.segmentation import PhaseSegmenter, _runs
+from forecaster.fingerprint.segmentation import PhaseSegmenter, _runs, _step_s
 
 SCHEMA_VERSION = 1
 DEFAULT_KEY = ("foresight.io/job-template",)
@@ -29,7 +29,12 @@ _WORK: tuple | None = None  # (segmenter, wide series) inherited by forked worke
 
 def _label_chunk(idx: list[int]) -> list[np.ndarray]:
     seg, ws = _WORK
-    return [seg.label_series(ws.series(k)[1], ws.columns) for k in idx]
+    return [_label_one(seg, ws, k) for k in idx]
+
+
+def _label_one(seg: PhaseSegmenter, ws: WideSeries, k: int) -> np.ndarray:
+    t, v = ws.series(k)
+    return seg.label_series(v, ws.columns, _step_s(t))
 
 
 def workload_keys(pods: pd.DataFrame, labels: pd.DataFrame | None,
@@ -90,7 +95,7 @@ class FingerprintModel:
         independent once the segmenter is fitted)."""
         seg = self.segmenter(ws)
         if self.n_jobs <= 1 or len(ws) < 2 * self.n_jobs:
-            return [seg.label_series(ws.series(k)[1], ws.columns) for k in range(len(ws))]
+            return [_label_one(seg, ws, k) for k in range(len(ws))]
         import multiprocessing as mp
 
         global _WORK
@@ -224,7 +229,8 @@ class FingerprintModel:
         return {"schema_version": SCHEMA_VERSION, "key": list(self.key), "method": self.method,
                 "penalty": self.penalty, "metrics_units": {
                     "sm": "fraction", "tensor": "fraction", "dram": "fraction",
-                    "rx": "bytes/s", "tx": "bytes/s", "fb": "MiB", "power": "W"},
+                    "rx": "bytes/s", "tx": "bytes/s", "fb": "MiB", "power": "W",
+                    "util": "percent", "mem": "percent"},
                 "workloads": self.fingerprints_}
 
     def save(self, path: str | Path) -> None:

@@ -19,6 +19,7 @@ import ruptures as rpt
 from hmmlearn.hmm import GaussianHMM
 
 from features.segments import WideSeries
+from forecaster.fingerprint.hires import has_util, segment_hires
 
 FEATURES = ("act", "fb", "rx", "tx")
 TRAIN_PHASES = ("startup", "compute", "eval", "checkpoint", "stall", "idle")
@@ -115,7 +116,7 @@ class PhaseSegmenter:
 
     def __init__(self, method: str = "cpd", penalty: float = 10.0, chunk: int = 720,
                  n_iter: int = 10, fit_samples: int = 200_000, rules: dict | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, hires_penalty: float | None = None) -> None:
         self.method = method
         self.penalty = penalty
         self.chunk = chunk
@@ -123,6 +124,7 @@ class PhaseSegmenter:
         self.fit_samples = fit_samples
         self.rules = rules
         self.seed = seed
+        self.hires_penalty = hires_penalty  # None: the BIC rule (hires.bic_penalty)
 
     @property
     def rules_(self) -> dict:
@@ -187,8 +189,14 @@ class PhaseSegmenter:
         return np.unique(np.asarray(out[:-1] if out[-1] == len(X) else out, dtype=np.int64))
 
     # ---- prediction -----------------------------------------------------------------------
-    def label_series(self, values: np.ndarray, columns: list[str]) -> np.ndarray:
-        """Phase name per sample of one series."""
+    def label_series(self, values: np.ndarray, columns: list[str],
+                     step_s: float | None = None) -> np.ndarray:
+        """Phase name per sample of one series. A series that carries GPU util (high-
+        resolution telemetry, features.telemetry_csv) takes the hires path: CPD on util and
+        memory-copy util with a BIC penalty, named by forecaster.fingerprint.hires."""
+        if has_util(columns):
+            return segment_hires(values, columns, penalty=self.hires_penalty,
+                                 rules=self.rules, step_s=step_s)
         X, _ = relative_features(values, columns)
         if len(X) == 0:
             return np.zeros(0, dtype=object)
@@ -201,7 +209,7 @@ class PhaseSegmenter:
         step = np.int64(0)
         for k in range(len(ws)):
             t, v = ws.series(k)
-            lab = self.label_series(v, ws.columns)
+            lab = self.label_series(v, ws.columns, _step_s(t))
             if len(lab) == 0:
                 continue
             st = _runs(lab)
@@ -221,3 +229,8 @@ class PhaseSegmenter:
         out["start"] = pd.to_datetime(out["start"], utc=True)
         out["end"] = pd.to_datetime(out["end"], utc=True)
         return out
+
+
+def _step_s(t: np.ndarray) -> float | None:
+    """Median sample spacing (s) of int64-ns timestamps; None for fewer than 2."""
+    return float(np.median(np.diff(t))) / 1e9 if len(t) > 1 else None

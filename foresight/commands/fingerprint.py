@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import pandas as pd
 import typer
@@ -11,6 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from foresight.errors import ForesightError
+
+if TYPE_CHECKING:
+    from features.segments import WideSeries
+    from forecaster.fingerprint.model import FingerprintModel
 
 console = Console(highlight=False)
 
@@ -51,8 +55,34 @@ def _tables(data: Path) -> dict:
     return {"samples": samples, "pods": pods}
 
 
-def build(data: Path = typer.Option(..., "--data", help="Directory of tables (foresight "
-                                    "simulate --out / foresight ingest)."),
+def csv_model(csv: Path, workload: str = "", method: str = "cpd"
+              ) -> tuple["FingerprintModel", "WideSeries", pd.DataFrame | None, dict]:
+    """Fingerprint of one GPU's wide telemetry CSV (features.telemetry_csv): the model, the
+    series it read, the CSV's true phases (None without a `phase` column) and reader notes.
+    `fingerprint build --csv` and bench/fingerprint_h200.py both go through here."""
+    from features.telemetry_csv import TelemetryCsvError, read_telemetry_csv, telemetry_series
+    from forecaster.fingerprint.model import FingerprintModel
+
+    name = workload or csv.stem
+    try:
+        samples, truth, notes = read_telemetry_csv(csv, pod=name)
+    except TelemetryCsvError as exc:
+        raise ForesightError(str(exc)) from None
+    ws = telemetry_series(samples)
+    if len(ws) == 0:
+        raise ForesightError(f"{csv}: no finite telemetry values")
+    pods = pd.DataFrame({"namespace": ["default"], "pod": [name], "workload": [name]})
+    model = FingerprintModel(method=method).fit(ws, pods, None)
+    return model, ws, truth, notes
+
+
+def build(data: Optional[Path] = typer.Option(None, "--data", help="Directory of tables "
+                                              "(foresight simulate --out / foresight ingest)."),
+          csv: Optional[Path] = typer.Option(None, "--csv", help="Instead of --data: one "
+                                             "GPU's telemetry as a wide CSV (ts + metric "
+                                             "columns, DCGM or NVML names; e.g. 10 Hz)."),
+          workload: str = typer.Option("", "--workload", help="With --csv: the workload "
+                                       "name (default: the file's stem)."),
           out: Path = typer.Option(..., "--out", help="Fingerprint JSON to write."),
           key: str = typer.Option("foresight.io/job-template", "--key", help="Comma-separated "
                                   "pod labels that name a workload."),
@@ -67,15 +97,26 @@ def build(data: Path = typer.Option(..., "--data", help="Directory of tables (fo
 
     if method not in ("cpd", "hmm"):
         raise ForesightError(f"bad --method {method!r}: use cpd or hmm")
-    tables = _tables(data)
-    lp = data / "pod_labels.parquet"
-    labels = pd.read_parquet(lp) if lp.exists() else None
-    ws = wide_series(tables["samples"])
-    if len(ws) == 0:
-        raise ForesightError(f"{data}: no GPU samples carry a pod label")
-    keys = tuple(k.strip() for k in key.split(",") if k.strip())
-    model = FingerprintModel(key=keys, method=method, n_jobs=jobs).fit(ws, tables["pods"],
-                                                                       labels)
+    if (data is None) == (csv is None):
+        raise ForesightError("give exactly one of --data DIR and --csv FILE")
+    if csv is not None:
+        if method != "cpd" or predictor is not None:
+            raise ForesightError("--csv supports --method cpd only and no --predictor "
+                                 "(one series; the new-job predictor needs a pods table)")
+        model, _, _, notes = csv_model(csv, workload)
+        if notes["prof_not_reporting"]:
+            console.print(f"{notes['prof_not_reporting']} sample(s) with GPU util >= 50 % but "
+                          "all profiling fields at 0: read as missing (counters not reporting)")
+    else:
+        tables = _tables(data)
+        lp = data / "pod_labels.parquet"
+        labels = pd.read_parquet(lp) if lp.exists() else None
+        ws = wide_series(tables["samples"])
+        if len(ws) == 0:
+            raise ForesightError(f"{data}: no GPU samples carry a pod label")
+        keys = tuple(k.strip() for k in key.split(",") if k.strip())
+        model = FingerprintModel(key=keys, method=method, n_jobs=jobs).fit(
+            ws, tables["pods"], labels)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     t = Table(title=f"{len(model.fingerprints_)} workload fingerprints -> {out}")
@@ -88,7 +129,7 @@ def build(data: Path = typer.Option(..., "--data", help="Directory of tables (fo
         t.add_row(w, str(fp["runs"]), ph, f"{(pk['p95'] or 0) / 1024:.1f} / "
                   f"{(pk['max'] or 0) / 1024:.1f}", str(fp["iteration_period_s"] or "none"))
     console.print(t)
-    if predictor is not None:
+    if predictor is not None and data is not None:
         from forecaster.fingerprint.predict import NewJobPredictor
 
         runs = job_table(tables["pods"], labels, keys).merge(peak_runs(model.runs_),

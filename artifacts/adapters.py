@@ -64,6 +64,32 @@ class FingerprintAdapter:
         return np.array([self._power.get(w, np.nan) for w in workloads], float)
 
 
+class RuntimeAdapter:
+    """`RuntimeProvider` over a RuntimePredictor: the pod's predicted run time at
+    `quantile` (the reservation's backfill reads it; p90 as chosen on the timeline's dev
+    seeds, bench/results/replay_timeline_backfill.md)."""
+
+    def __init__(self, model: Any, quantile: str = "p90") -> None:
+        self.model, self.quantile = model, quantile
+        self._cache = LRU(50_000)
+
+    def runtime_s(self, pod: Any) -> float | None:
+        gpus = float(getattr(pod, "gpus", 0) or 0)
+        milli = float(getattr(pod, "milli", 1000) or 1000)
+        milli = milli if 0 < milli <= 1000 else 1000.0  # gpu-memory pods: whole GPUs
+        key = (str(getattr(pod, "workload", "")), str(getattr(pod, "queue", "")),
+               gpus * min(max(milli, 0.0), 1000.0) / 1000.0, int(getattr(pod, "priority", 0)))
+
+        def compute(miss: list[int]) -> list[float]:
+            k = key
+            out = self.model.predict(pd.DataFrame({"workload": [k[0]], "queue": [k[1]],
+                                                   "gpu_request": [k[2]], "priority": [k[3]]}))
+            return [float(out[self.quantile].iloc[0])]
+
+        v = self._cache.get_many([key], compute)[0]
+        return v if np.isfinite(v) else None
+
+
 def _peak(fp: dict) -> float:
     p = (fp.get("peak_fb_mib") or {}).get("p95")
     return float(p) if p is not None else float("nan")
@@ -83,7 +109,8 @@ def install(store: Any, providers: Any, max_age_s: float) -> None:
     """Feed the hook's ProviderSet from the store: now and on every swap."""
     def on_swap(loaded: Any) -> None:
         adapter = {"interference": InterferenceAdapter,
-                   "fingerprint": FingerprintAdapter}.get(loaded.kind)
+                   "fingerprint": FingerprintAdapter,
+                   "runtime": RuntimeAdapter}.get(loaded.kind)
         if adapter is not None:
             providers.set(loaded.kind, adapter(loaded.model), max_age_s)
 

@@ -13,7 +13,7 @@ from typing import Any
 
 #: The demand kind's forecast mix of pod shapes, published beside the model files.
 SHAPE_MIX_FILE = "shape_mix.json"
-KINDS = ("fingerprint", "interference", "demand", "usage")
+KINDS = ("fingerprint", "interference", "demand", "usage", "runtime")
 
 
 @dataclass
@@ -58,4 +58,8 @@ def load_model(kind: str, path: str | Path) -> Any:
         from forecaster.usage.model import UsageForecaster
 
         return UsageForecaster.load(path)
+    if kind == "runtime":
+        from forecaster.runtime.model import RuntimePredictor
+
+        return RuntimePredictor.load(path)
     raise ValueError(f"unknown model kind {kind!r}: one of {', '.join(KINDS)}")

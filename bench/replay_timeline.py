@@ -59,7 +59,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
     from simulator.timeline.run import CaseConfig, run_case
 
     done = set() if a.repeat else {(r["phase"], r["profile"], r["seed"], r["policy"],
-                                    r["gang_semantics"], r["days"]) for r in _load()}
+                                    r["gang_semantics"], r["days"]) for r in _load()
+                                   if r.get("runtime_quantile", "p90") == a.runtime_quantile}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -71,12 +72,12 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
             for group in [(p,) for p in todo] if a.phase == "speed" else [todo]:
                 cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
                                  load=a.load, policies=group, horizon=a.horizon,
-                                 quantile=a.quantile)
+                                 quantile=a.quantile, runtime_quantile=a.runtime_quantile)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
                     r.update(phase=a.phase, days=a.days, horizon=a.horizon,
-                             quantile=a.quantile,
+                             quantile=a.quantile, runtime_quantile=a.runtime_quantile,
                              load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
@@ -205,7 +206,8 @@ def write(phase: str, command: str, notes: Path | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--phase", choices=("dev", "final", "speed"), default="dev")
+    ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28"), default="dev",
+                    help="dev28 / final28: issue 28 (backfill) runs, 2 measured days")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -213,6 +215,8 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.9)
     ap.add_argument("--horizon", type=int, default=3)
     ap.add_argument("--quantile", default="p90")
+    ap.add_argument("--runtime-quantile", default="p90",
+                    help="backfill: the predicted run-time quantile a pod is believed to take")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

@@ -14,13 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
+import pandas as pd
+
 
 class DemandProvider:
     def __init__(self, mix: dict[tuple[int, int], float], reserved: float = 0.0,
-                 source: str = "") -> None:
+                 source: str = "", horizon_s: float = 0.0) -> None:
         self._mix = dict(mix)
         self._reserved = float(reserved)
+        self._horizon_s = float(horizon_s)
         self.source = source
+
+    def horizon_s(self) -> float:
+        """Seconds the reserved amount is forecast over (0: unknown, no backfill)."""
+        return self._horizon_s
 
     def shape_mix(self) -> dict[tuple[int, int], float]:
         return dict(self._mix)
@@ -36,7 +43,16 @@ class DemandProvider:
             key, share = (int(x["gpus"]), int(x["milli"])), float(x["share"])
             if key[0] > 0 and 0 < key[1] <= 1000 and share > 0:
                 mix[key] = mix.get(key, 0.0) + share
-        return cls(mix, _reserved(model, dcfg), f"demand model version {version}")
+        return cls(mix, _reserved(model, dcfg), f"demand model version {version}",
+                   _horizon_s(model))
+
+
+def _horizon_s(model: Any) -> float:
+    """The span the model's forecast covers (horizon bins x bin width), 0 when unknown."""
+    try:
+        return float(model.horizon) * pd.Timedelta(model.freq).total_seconds()
+    except (AttributeError, TypeError, ValueError):
+        return 0.0
 
 
 def _reserved(model: Any, dcfg: dict[str, Any]) -> float:

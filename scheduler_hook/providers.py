@@ -50,9 +50,15 @@ class CarbonProvider(Protocol):
         """Grid carbon intensity (gCO2/kWh) now for each region, NaN where unknown."""
 
 
+@runtime_checkable
+class RuntimeProvider(Protocol):
+    def runtime_s(self, pod: Any) -> float | None:
+        """Predicted run time (s) of a pending pod at the configured quantile, None unknown."""
+
+
 #: Slots whose absence means "no model-based scoring": the fallback trigger.
 MODEL_SLOTS = ("interference", "fingerprint")
-ALL_SLOTS = ("interference", "fingerprint", "demand", "carbon")
+ALL_SLOTS = ("interference", "fingerprint", "demand", "carbon", "runtime")
 
 
 @dataclass

@@ -305,5 +305,8 @@ def create_api(store: ModelStore, hook: Any = None, settings: Settings | None = 
     from serving.usage import add_usage_routes
 
     add_usage_routes(app, store)  # POST /v1/usage: next-horizon usage of running pods
+    from serving.runtime import add_runtime_routes
+
+    add_runtime_routes(app, store)  # POST /v1/runtime: run time of pending pods
     app.add_middleware(Guard, token=settings.token, max_body_bytes=settings.max_body_bytes)
     return app

@@ -20,7 +20,7 @@ from serving import metrics
 log = logging.getLogger("foresight.serving")
 
 #: Kinds the API serves.
-KINDS = ("interference", "fingerprint", "demand", "usage")
+KINDS = ("interference", "fingerprint", "demand", "usage", "runtime")
 
 
 @dataclass(frozen=True)

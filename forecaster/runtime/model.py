@@ -103,6 +103,7 @@ class RuntimePredictor:
             _keys(t, ("queue",)).to_numpy()).median().items()}
         self.global_median_ = float(np.median(lg))
         self.n_train_ = int(len(t))
+        self.served_ = "model"
         return self
 
     def _calibrate(self, val: pd.DataFrame) -> float:
@@ -146,11 +147,15 @@ class RuntimePredictor:
         names = ["+".join(c) or "global" for c in self.levels]
         q = _keys(pods, ("queue",)).map(self.queue_median_).fillna(self.global_median_)
         last = _keys(pods, ("workload",)).map(self.last_)
+        base = {"last": np.exp(last.fillna(q).to_numpy(float)),
+                "queue_median": np.exp(q.to_numpy(float))}
+        served = getattr(self, "served_", "model")
+        # a baseline of record (the gate kept it: the model did not beat it) serves p50
+        p50 = base[served] if served in base else np.exp(b[:, 1])
         return pd.DataFrame({
-            "p10": np.exp(lo), "p50": np.exp(b[:, 1]), "p90": np.exp(hi),
+            "p10": np.exp(lo), "p50": p50, "p90": np.exp(hi), "model": served,
             "level": [names[int(i)] if i == i else "" for i in b[:, 3]],
-            "last": np.exp(last.fillna(q).to_numpy(float)),
-            "queue_median": np.exp(q.to_numpy(float))}, index=pods.index)
+            **base}, index=pods.index)
 
     # -- artifact -------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -161,7 +166,8 @@ class RuntimePredictor:
                           "coverage": self.coverage, "val_frac": self.val_frac},
                "scale": self.scale_, "stats": self.stats_, "last": self.last_,
                "queue_median": self.queue_median_, "global_median": self.global_median_,
-               "n_train": self.n_train_, "features": self.features_}
+               "n_train": self.n_train_, "features": self.features_,
+               "served": getattr(self, "served_", "model")}
         (p / "manifest.json").write_text(json.dumps(man))
 
     @classmethod
@@ -174,6 +180,7 @@ class RuntimePredictor:
             m.scale_, m.stats_ = float(man["scale"]), list(man["stats"])
             m.last_, m.queue_median_ = dict(man["last"]), dict(man["queue_median"])
             m.global_median_, m.n_train_ = float(man["global_median"]), int(man["n_train"])
+            m.served_ = str(man.get("served", "model"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ArtifactError(f"{path}: runtime manifest is malformed ({exc})") from None
         if len(m.stats_) != len(m.levels):

@@ -1,6 +1,8 @@
 """Reservation: keep empty nodes for forecast high-priority and gang demand. A low-priority pod
 scores 0 on an empty node when taking it would leave fewer whole free GPUs on empty nodes than
-the demand forecaster reserves."""
+the demand forecaster reserves, unless it backfills: its predicted run time (the `runtime`
+provider, issue 28) ends before the rest of the empty pool runs out at the forecast's rate
+(reserved GPUs per forecast horizon), i.e. before the forecast needs the node."""
 from __future__ import annotations
 
 import numpy as np
@@ -25,6 +27,23 @@ def reservation_breaks(mine: np.ndarray, total: float, reserved: float) -> np.nd
     return (mine > 0) & (total - mine < reserved)
 
 
+def backfill_window_s(mine: np.ndarray, total: float, reserved: float, horizon_s: float
+                      ) -> np.ndarray:
+    """(n,) seconds the empty pool left after taking the node (``total - mine`` whole GPUs)
+    lasts while forecast demand arrives at ``reserved`` GPUs per ``horizon_s``: a pod that
+    ends sooner gives the node back before the forecast needs it. Shared by the extender's
+    score and the timeline replay's gate."""
+    if reserved <= 0:
+        return np.full(np.shape(mine), np.inf)
+    return horizon_s * np.maximum(total - mine, 0.0) / reserved
+
+
+def _runtime(ctx: Context) -> float | None:
+    rt = ctx.providers.fresh("runtime")
+    v = None if rt is None else rt.runtime_s(ctx.pod)
+    return None if v is None or not np.isfinite(v) else float(v)
+
+
 class Reservation:
     name = "reservation"
 
@@ -39,9 +58,16 @@ class Reservation:
         reserved = float(model.reserved_whole_gpus())
         mine, total = empty_gpus(ctx)
         breaks = reservation_breaks(mine, total, reserved)
-        value = np.where(breaks, 0.0, 1.0)
+        horizon = float(getattr(model, "horizon_s", lambda: 0.0)())
+        run = _runtime(ctx) if horizon > 0 and breaks.any() else None
+        window = backfill_window_s(mine, total, reserved, horizon) if run is not None else None
+        backfill = breaks & (run <= window) if window is not None else np.zeros_like(breaks)
+        value = np.where(breaks & ~backfill, 0.0, 1.0)
 
         def reason(j: int) -> str:
+            if backfill[j]:
+                return (f"backfill: predicted run time {run / 60:.0f} min ends before the "
+                        f"forecast needs the node ({window[j] / 60:.0f} min)")
             if breaks[j]:
                 return (f"empty node: taking it leaves {total - mine[j]:.0f} whole GPUs free "
                         f"on empty nodes, {reserved:.0f} reserved for forecast demand")

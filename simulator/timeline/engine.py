@@ -21,7 +21,7 @@ import numpy as np
 from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
-from simulator.timeline.reserve import ReservationGate
+from simulator.timeline.reserve import NCLASS, ReservationGate, runtime_class
 from simulator.timeline.workload import Jobs
 
 SAMPLE_S = 600.0
@@ -52,14 +52,15 @@ class _Gangs:
 
 def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
                  reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
-                 reserve_for: str = "gang", seed: int = 0) -> TimelineResult:
+                 reserve_for: str = "gang", seed: int = 0, runtime_s=None) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
     reserving policies. ``reserve_for``: the jobs the reservation is for, which may use it
     (``gang``: gang pods; ``big``: gang and 8-GPU pods); every other pod is held off it.
     Jobs arriving before ``t_start`` are not replayed (forecast history) but those still
-    running at ``t_start`` start on the cluster.
+    running at ``t_start`` start on the cluster. ``runtime_s``: per job, the run time the
+    backfilling policies believe (a prediction, or the truth for the oracle).
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -71,7 +72,13 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     sel = np.flatnonzero((jobs.arrival >= t_start) & (jobs.arrival < t_end))
     placer.reset(c, trace_of(np.repeat(jobs.gpus[sel], jobs.pods[sel]),
                              np.repeat(jobs.milli[sel], jobs.pods[sel])), seed)
-    gate = ReservationGate(c) if placer.reserve else None
+    backfill = placer.reserve and placer.backfill
+    if backfill and runtime_s is None:
+        raise ValueError(f"policy {policy} needs predicted run times")
+    gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0) \
+        if placer.reserve else None
+    rclass = runtime_class(runtime_s) if backfill else None
+    leases: list[tuple[int, float]] = []  # (job, lease end) of pods placed on lent nodes
     n = len(jobs)
     start = np.full(n, np.nan)
     frag = np.zeros(n, bool)
@@ -95,7 +102,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
 
     def key_of(j: int) -> tuple:
         pods = int(jobs.pods[j]) if gang else 1
-        return (int(jobs.gpus[j]), int(jobs.milli[j]), pods, bool(exempt[j]))
+        cls = int(rclass[j]) if rclass is not None and not exempt[j] else -1
+        return (int(jobs.gpus[j]), int(jobs.milli[j]), pods, bool(exempt[j]), cls)
 
     def push(j: int, k: tuple, rank: int = 0) -> None:
         # without gang semantics pods of gangs queued together interleave (pod 0 of each, then
@@ -108,6 +116,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         def __init__(self) -> None:
             self._every = None
             self._held = None
+            self._cls: dict[int, tuple] = {}
 
         @property
         def every(self):
@@ -121,16 +130,28 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 self._held = (c.aggregates_excluding(*gate.held_off(1, False)), mask)
             return self._held
 
+        def by_class(self, b: int):
+            if b < 0 or b >= NCLASS:  # no backfill, or never lent: the strict rule
+                return self.held()
+            if b not in self._cls:
+                mask, off, key = gate.class_off(b)
+                self._cls[b] = (c.aggregates_excluding(off, key), mask)
+            return self._cls[b]
+
         def for_key(self, k: tuple):
-            return self.every if gate is None or k[3] else self.held()[0]
+            return self.every if gate is None or k[3] else self.by_class(k[4])[0]
 
         def mask(self, j: int):
-            return None if gate is None or exempt[j] else self.held()[1]
+            if gate is None or exempt[j]:
+                return None
+            return self.by_class(int(rclass[j]) if rclass is not None else -1)[1]
 
     def release_pods(pl: list[tuple[int, list[int]]], g: int, m: int) -> None:
         for node, slots in pl:
             c.release(node, slots, g, m)
             placer.changed(node, slots, g, m)
+            if backfill and c.whole[node] == c.nodes.gpus[node]:
+                gate.emptied(node)
 
     def place_pods(j: int, count: int, allowed) -> list[tuple[int, list[int]]] | None:
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
@@ -157,7 +178,16 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         pending_gpus -= float(jobs.gpu_request[j])
         heapq.heappush(departures, (now + float(jobs.duration[j]), j))
 
+    def lend(j: int, pl, strict) -> None:
+        """A held-off pod placed: lease the empty node it took, or keep the lease it joined."""
+        for node, _ in pl:
+            end = gate.lend(node, not strict[node])
+            if end is not None:
+                leases.append((j, end))
+
     def schedule(now: float) -> None:
+        if gate is not None:
+            gate.now = now
         agg = _Agg()
         while True:
             best = None
@@ -168,9 +198,13 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 break
             j = heapq.heappop(pending[best])[2]
             if gang or jobs.pods[j] == 1:
+                lent = backfill and not exempt[j] and rclass[j] < NCLASS
+                strict = gate.allowed(1, False).copy() if lent else None
                 pl = place_pods(j, int(jobs.pods[j]), agg.mask(j))
                 if pl is None:
                     break
+                if lent:
+                    lend(j, pl, strict)
                 start_job(j, now, pl)
             else:  # one pod of a gang, without gang semantics
                 pl = place_pods(j, 1, agg.mask(j))
@@ -190,7 +224,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             if not heap:
                 state.pop(k, None)
                 continue
-            g, m, pods, big = k
+            g, m, pods = k[:3]
             every = every or agg.every
             if every.fits(g, m, pods):
                 s = 2  # fits but for the reservation
@@ -292,7 +326,13 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         schedule(now)
     for j in sel:
         flag(int(j), key_of(int(j)), float(start[j]) if np.isfinite(start[j]) else t_end)
+    extra = {}
+    if backfill:
+        lj = np.array([x[0] for x in leases], np.int64)
+        le = np.array([x[1] for x in leases], float)
+        over = start[lj] + jobs.duration[lj] - le if len(lj) else np.zeros(0)
+        extra = {"backfill_jobs": lj, "overrun_s": over}
     return TimelineResult(policy, start, frag, held,
                           {k: np.asarray(v) for k, v in samples.items()},
                           counters["frag_events"], counters["deadlocks"], counters["restarts"],
-                          0, time.perf_counter() - wall)
+                          0, time.perf_counter() - wall, extra)

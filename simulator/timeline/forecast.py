@@ -7,7 +7,13 @@ Series: per tenant, the GPUs of the jobs the reservation is for (gangs by defaul
   reads only bins before t (the forecaster's contract; tested here by changing later arrivals).
   Reserved = the sum over tenants of the chosen quantile of the next ``horizon`` bins' demand.
 - ``flat``: the ablation, the running mean of that same horizon sum over all bins before t:
-  the level without the time profile.
+  the level without the time profile (``scale`` sets it to another level, e.g. the
+  forecast's mean: equal mean reserved GPUs).
+- ``oracle``: the true GPUs arriving in the next ``horizon`` bins (hindsight).
+- ``decay_bins`` (forecast only, issue 28): the forecast is multiplied by min(1, realized /
+  forecast) summed over the last ``decay_bins`` origins whose horizon has ended, so the
+  reservation decays when the big demand it was kept for does not come (and returns when it
+  does); causal: an origin's realized sum is read only once its horizon is over.
 """
 from __future__ import annotations
 
@@ -42,15 +48,22 @@ class ReservedSchedule:
     def __init__(self, jobs: Jobs, mode: str, t_start: float, t_end: float,
                  horizon: int = 3, quantile: str = "p50", refit_s: float = 86400.0,
                  scale: float = 1.0, n_estimators: int = 80, reserve_for: str = "gang",
-                 seed: int = 0) -> None:
-        if mode not in ("forecast", "flat"):
-            raise ValueError("mode must be 'forecast' or 'flat'")
+                 seed: int = 0, decay_bins: int = 0) -> None:
+        if mode not in ("forecast", "flat", "oracle"):
+            raise ValueError("mode must be 'forecast', 'flat' or 'oracle'")
         self.t0 = float(np.floor(t_start / FREQ_S) * FREQ_S)
+        self.horizon_s = float(horizon * FREQ_S)
         hist = float(jobs.arrival.min())
         series = demand_series(jobs, hist, t_end + (horizon + 1) * FREQ_S, reserve_for)
         origins = jobs.t0 + pd.to_timedelta(np.arange(self.t0, t_end + FREQ_S, FREQ_S), unit="s")
         self.values = np.zeros(len(origins))
-        if mode == "flat":
+        total = series.groupby("ds")["y"].sum()
+        # realized[o]: GPUs that arrived in [o, o + horizon), per origin
+        ahead = total[::-1].rolling(horizon, min_periods=1).sum()[::-1]
+        realized = ahead.reindex(origins).fillna(0.0).to_numpy()
+        if mode == "oracle":
+            self.values = realized * scale
+        elif mode == "flat":
             total = series.groupby("ds")["y"].sum()
             csum = total.cumsum().shift(1, fill_value=0.0)  # bins before the origin only
             count = pd.Series(np.arange(len(total)), index=total.index)
@@ -58,6 +71,8 @@ class ReservedSchedule:
             self.values = mean.reindex(origins).to_numpy() * horizon * scale
         else:
             self._fit_forecast(series, origins, horizon, quantile, refit_s, n_estimators, seed)
+            if decay_bins > 0:
+                self.values = self.values * decay(self.values, realized, horizon, decay_bins)
             self.values *= scale
         self.values = np.maximum(np.nan_to_num(self.values), 0.0)
 
@@ -81,6 +96,25 @@ class ReservedSchedule:
             self.values[idx[ok]] = tot.to_numpy()[ok]
             t = t + step
 
+    def mean(self, t0: float, t1: float) -> float:
+        """Mean reserved GPUs over the origins in [t0, t1)."""
+        i0, i1 = (int((t - self.t0) // FREQ_S) for t in (t0, t1))
+        return float(self.values[max(i0, 0):max(i1, 1)].mean())
+
     def at(self, t: float) -> float:
         i = int((t - self.t0) // FREQ_S)
         return float(self.values[min(max(i, 0), len(self.values) - 1)])
+
+
+def decay(forecast: np.ndarray, realized: np.ndarray, horizon: int, bins: int) -> np.ndarray:
+    """Per origin i: min(1, sum realized / sum forecast) over origins i-horizon-bins+1 ..
+    i-horizon (their horizons have ended by i); 1 where none has."""
+    f = np.concatenate([[0.0], np.cumsum(forecast)])
+    r = np.concatenate([[0.0], np.cumsum(realized)])
+    i = np.arange(len(forecast))
+    hi = np.clip(i - horizon + 1, 0, None)  # exclusive end: origins <= i - horizon
+    lo = np.clip(hi - bins, 0, None)
+    fs, rs = f[hi] - f[lo], r[hi] - r[lo]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(fs > 0, np.minimum(1.0, rs / fs), 1.0)
+    return out

@@ -58,3 +58,15 @@ def summarize(jobs: Jobs, res: TimelineResult, t0: float, t1: float) -> dict:
     out["preemptions"] = res.preemptions
     out["digest"] = digest(res)
     return out
+
+
+def backfill_summary(jobs: Jobs, res: TimelineResult, t0: float, t1: float) -> dict:
+    """Pods placed on lent (reserved) nodes, of them those that outlived the lease (not
+    preempted: counted), and by how long, over jobs arriving in [t0, t1)."""
+    lj = res.extra.get("backfill_jobs", np.zeros(0, np.int64))
+    over = res.extra.get("overrun_s", np.zeros(0))
+    m = (jobs.arrival[lj] >= t0) & (jobs.arrival[lj] < t1)
+    late = over[m] > 0
+    return {"jobs": int(m.sum()), "overran": int(late.sum()),
+            "overrun_p50_min": round(float(np.median(over[m][late])) / 60, 1) if late.any()
+            else 0.0}

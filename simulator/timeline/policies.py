@@ -3,7 +3,8 @@
 `bestfit`, `fgd` and `foresight` are `simulator.replay.policies` unchanged (FGD's mix is the
 whole generated workload's, as the published FGD takes the whole trace's; Foresight learns its
 mix online from arrivals). `foresight-reserve` adds the hook's reservation with the online
-demand forecast, `foresight-flat` the same with a flat-average forecast (the ablation).
+demand forecast, `foresight-flat` the same with a flat-average forecast (the ablation). The backfilling
+policies (issue 28) let held-off pods borrow reserved nodes they will give back in time.
 
 Speed: a decision here scores the node of each candidate from per-shape caches on 1-D arrays
 (``node_scores``, ``slot``) instead of the policies' (N x G) ``score``; the values are the
@@ -139,7 +140,14 @@ class TimelineForesight(_CachedIncrease, Foresight):
 POLICIES = {"bestfit": (TimelineBestFit, None), "fgd": (TimelineFGD, None),
             "foresight": (TimelineForesight, None),
             "foresight-reserve": (TimelineForesight, "forecast"),
-            "foresight-flat": (TimelineForesight, "flat")}
+            "foresight-flat": (TimelineForesight, "flat"),
+            # issue 28: reservation with predicted backfill (forecast-following, decaying),
+            # the same fed a flat level of equal mean, and fed the truth (future arrivals, run
+            # times)
+            "foresight-backfill": (TimelineForesight, "forecast"),
+            "backfill-flat": (TimelineForesight, "flat-matched"),
+            "oracle": (TimelineForesight, "oracle")}
+BACKFILL = ("foresight-backfill", "backfill-flat", "oracle")
 
 
 class Placer:
@@ -151,6 +159,7 @@ class Placer:
             raise ValueError(f"unknown policy {name!r}; choose from {', '.join(POLICIES)}")
         self.name = name
         base, self.reserve = POLICIES[name]
+        self.backfill = name in BACKFILL
         self.policy: Policy = base()
 
     def reset(self, cluster: TimelineCluster, trace: Pods, seed: int) -> None:

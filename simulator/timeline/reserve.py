@@ -8,6 +8,14 @@ The pool is the nodes that can host the reserved shape (>= 8 GPUs): empty 2-GPU 
 count as room for an 8-GPU pod. Jobs the reservation is for (8-GPU pods and gang pods) get the
 hook's high priority, so they may use reserved nodes, as high-priority pods do in the hook.
 
+Backfill (issue 28): a held-off pod may still take an empty pool node when its predicted run
+time ends before the forecast needs the node (the component's own rule, `backfill_window_s`);
+the node is then lent until that time, and only pods predicted to end before the lease may
+join it, so that it is back empty when the forecast says big demand arrives. Pods are put in
+run-time classes (powers of two of 10 minutes, the class's upper bound is what the component
+is asked), so that a scheduling pass keeps checking fits per (shape, class) and not per pod.
+A pod that outlives its lease is not preempted; it is counted (`overran`).
+
 Where the extender weighs the component's 0 against other scores, the replay holds the pod
 instead (a value of 0 removes the node): that is the reservation a queue-aware scheduler
 enforces, and the difference is said in bench/results/replay_timeline.md.
@@ -19,10 +27,31 @@ from types import SimpleNamespace
 import numpy as np
 
 from scheduler_hook.demand import DemandProvider
-from scheduler_hook.scores.reservation import Reservation
+from scheduler_hook.scores.reservation import Reservation, backfill_window_s
 
 HIGH = 1000  # scheduler_hook default_config.yaml `high_priority`
 CFG = {"high_priority": HIGH}
+BASE_S = 600.0
+NCLASS = 12  # class NCLASS: predicted beyond 600 s x 2^11 (~14 days) or unknown: never lent
+
+
+def runtime_class(pred_s: np.ndarray) -> np.ndarray:
+    """Run-time class per job: the smallest b with pred <= 600 s x 2^b (NCLASS if none)."""
+    r = np.asarray(pred_s, float)
+    b = np.ceil(np.log2(np.maximum(np.nan_to_num(r, nan=np.inf), 1.0) / BASE_S))
+    return np.where(np.isfinite(r), np.clip(b, 0, NCLASS), NCLASS).astype(np.int64)
+
+
+def class_bound(b: int) -> float:
+    return BASE_S * 2.0 ** b if 0 <= b < NCLASS else np.inf
+
+
+class _ClassRuntime:
+    """The `runtime` provider the component reads: the asked class's upper bound."""
+
+    @staticmethod
+    def runtime_s(pod) -> float | None:
+        return getattr(pod, "runtime_s", None)
 
 
 class _PoolState:
@@ -43,16 +72,21 @@ class _PoolState:
 class _Providers:
     def __init__(self) -> None:
         self.demand: DemandProvider | None = None
+        self.runtime = _ClassRuntime()
 
     def fresh(self, slot: str):
-        return self.demand if slot == "demand" else None
+        return {"demand": self.demand, "runtime": self.runtime}.get(slot)
 
 
 class ReservationGate:
     """Per-node mask of where a pod may go under the forecast reservation."""
 
-    def __init__(self, cluster, min_gpus: int = 8) -> None:
+    def __init__(self, cluster, min_gpus: int = 8, horizon_s: float = 0.0) -> None:
         self.cluster = cluster
+        self.horizon_s = horizon_s  # > 0: backfill on (the forecast's span)
+        self.lease_end = np.full(len(cluster.nodes), -np.inf)
+        self.now = 0.0
+        self._class_memo: dict[int, tuple] = {}
         self.rows = np.flatnonzero(cluster.nodes.gpus >= min_gpus)
         self.state = _PoolState(cluster, self.rows)
         self.providers = _Providers()
@@ -62,7 +96,8 @@ class ReservationGate:
 
     def set_reserved(self, gpus: float) -> None:
         if self.providers.demand is None or self.providers.demand.reserved_whole_gpus() != gpus:
-            self.providers.demand = DemandProvider({}, gpus, "timeline online forecast")
+            self.providers.demand = DemandProvider({}, gpus, "timeline online forecast",
+                                                   self.horizon_s)
 
     def allowed(self, gpus: int, big: bool) -> np.ndarray:
         """(N,) bool over the whole cluster: False on pool nodes the component scores 0.
@@ -84,9 +119,51 @@ class ReservationGate:
         self.allowed(gpus, big)
         return self._memo[2], self._memo[0] if self._memo[3] else None
 
-    def _compute(self, gpus: int, big: bool) -> tuple[np.ndarray, np.ndarray, bool]:
-        ctx = SimpleNamespace(state=self.state, rows=self._all, n=len(self._all),
-                              pod=SimpleNamespace(priority=HIGH if big else 0, gpus=gpus),
+    # -- backfill ---------------------------------------------------------------------------
+    def class_off(self, b: int) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+        """(mask, held-off nodes, memo key or None) for a 1-GPU-or-less pod of run-time
+        class ``b``: the component asked with the class's bound (empty nodes it may borrow),
+        then leased nodes whose lease ends before the class's bound from now."""
+        bound = class_bound(b)
+        d = self.providers.demand
+        key = (self.cluster.empty_version, None if d is None else d.reserved_whole_gpus(), b)
+        memo = self._class_memo.get(b)
+        if memo is None or memo[0] != key:
+            memo = self._class_memo[b] = (key, *self._compute(1, False, bound))
+        mask, off = memo[1], memo[2]
+        c = self.cluster
+        # a lease holds until the node is empty again: one that ran out while a pod overran
+        # admits no one more (the node is owed to the reservation)
+        leased = np.flatnonzero((self.lease_end < self.now + bound) &
+                                (self.lease_end > -np.inf) & (c.whole < c.nodes.gpus))
+        if not len(leased):
+            return mask, off, key if memo[3] else None
+        mask = mask.copy()
+        mask[leased] = False
+        return mask, np.union1d(off, leased), None
+
+    def lend(self, node: int, strict_off: bool) -> float | None:
+        """A held-off pod was placed on ``node``: lease it (if it was an empty node the strict
+        rule held off) until the forecast needs it; the lease end the pod must keep, if any."""
+        if strict_off:
+            d = self.providers.demand
+            total = float(self.cluster.whole[self.rows][
+                self.cluster.whole[self.rows] == self.cluster.nodes.gpus[self.rows]].sum())
+            mine = float(self.cluster.nodes.gpus[node])
+            w = backfill_window_s(np.array([mine]), total + mine, d.reserved_whole_gpus(),
+                                  self.horizon_s)[0]
+            self.lease_end[node] = self.now + w
+            return self.lease_end[node]
+        end = self.lease_end[node]
+        return float(end) if end > self.now else None
+
+    def emptied(self, node: int) -> None:
+        self.lease_end[node] = -np.inf
+
+    def _compute(self, gpus: int, big: bool, runtime_s: float | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, bool]:
+        pod = SimpleNamespace(priority=HIGH if big else 0, gpus=gpus, runtime_s=runtime_s)
+        ctx = SimpleNamespace(state=self.state, rows=self._all, n=len(self._all), pod=pod,
                               providers=self.providers, cfg=CFG)
         value = self.component.score(ctx).value
         out = np.ones(len(self.cluster.nodes), bool)

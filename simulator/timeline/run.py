@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 from simulator.replay.data import Nodes
 from simulator.timeline.engine import TimelineResult, run_timeline
 from simulator.timeline.forecast import ReservedSchedule
-from simulator.timeline.metrics import summarize
+from simulator.timeline.metrics import backfill_summary, summarize
 from simulator.timeline.policies import POLICIES, Placer
+from simulator.timeline.runtime import accuracy, predicted_runtimes
 from simulator.timeline.workload import Jobs, generate_jobs
 
 WARMUP_S = 86400.0
@@ -26,6 +27,8 @@ class CaseConfig:
     reserve_for: str = "big"
     horizon: int = 3  # forecast horizon, 10-minute bins
     quantile: str = "p90"  # chosen on dev seeds (bench/replay_timeline_notes.md)
+    runtime_quantile: str = "p90"  # backfill: the run time a pod is believed to take
+    decay_bins: int = 6  # backfill: the reservation decays over the last hour's shortfall
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 
@@ -46,21 +49,48 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
     jobs = case_jobs(nodes, cfg)
     t0, t1 = -WARMUP_S, cfg.days * 86400.0
     rows, raw = [], {}
+    scheds: dict[tuple, ReservedSchedule] = {}
+    preds = None
+
+    def schedule_for(mode: str, backfill: bool) -> ReservedSchedule:
+        key = (mode, backfill)
+        if key not in scheds:
+            kw = dict(horizon=cfg.horizon, quantile=cfg.quantile, reserve_for=cfg.reserve_for,
+                      seed=cfg.seed)
+            if mode == "flat-matched":  # the flat level at the backfill forecast's mean
+                fc = schedule_for("forecast", True).mean(t0, t1)
+                flat = ReservedSchedule(jobs, "flat", t0, t1, **kw)
+                kw["scale"] = fc / max(flat.mean(t0, t1), 1e-9)
+                mode = "flat"
+            scheds[key] = ReservedSchedule(jobs, mode, t0, t1, **kw, decay_bins=cfg.decay_bins
+                                           if backfill and mode == "forecast" else 0)
+        return scheds[key]
+
     for p in cfg.policies:
-        sched, fc_s = None, 0.0
-        mode = Placer(p).reserve
+        sched, fc_s, runtime = None, 0.0, None
+        placer = Placer(p)
+        mode = placer.reserve
         if mode:
             w0, c0 = time.perf_counter(), time.process_time()
-            sched = ReservedSchedule(jobs, mode, t0, t1, horizon=cfg.horizon,
-                                     quantile=cfg.quantile, reserve_for=cfg.reserve_for,
-                                     seed=cfg.seed)
+            sched = schedule_for(mode, placer.backfill)
+            if placer.backfill and mode != "oracle":
+                if preds is None:
+                    preds = predicted_runtimes(jobs, t0, t1)
+                runtime = preds[cfg.runtime_quantile].to_numpy()
+            elif placer.backfill:
+                runtime = jobs.duration
             fc_s = time.perf_counter() - w0
             fc_cpu = time.process_time() - c0
         c0 = time.process_time()
         res = run_timeline(nodes, jobs, p, t0, t1, reserved=sched, gang=cfg.gang,
-                           reserve_for=cfg.reserve_for, seed=cfg.seed)
+                           reserve_for=cfg.reserve_for, seed=cfg.seed, runtime_s=runtime)
         cpu = time.process_time() - c0
         row = summarize(jobs, res, 0.0, t1)
+        if placer.backfill:
+            m = (jobs.arrival >= 0.0) & (jobs.arrival < t1) & ~jobs.big
+            row["backfill"] = backfill_summary(jobs, res, 0.0, t1)
+            if mode != "oracle":
+                row["runtime_accuracy"] = accuracy(jobs, preds, m)
         row.update(profile=cfg.profile, seed=cfg.seed, gang_semantics=cfg.gang, jobs=int(
             ((jobs.arrival >= t0) & (jobs.arrival < t1)).sum()),
             seconds=round(res.seconds + fc_s, 1),

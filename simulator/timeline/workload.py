@@ -53,6 +53,7 @@ class Jobs:
     tenant: np.ndarray  # index into ``tenants``
     tenants: tuple[str, ...]
     t0: pd.Timestamp = START  # wall-clock time of arrival 0 (calendar features read it)
+    workload: np.ndarray | None = None  # workload key (job template) per job, see workload_keys
 
     def __len__(self) -> int:
         return len(self.arrival)
@@ -191,4 +192,31 @@ def generate_jobs(profile: str, seed: int, days: float = 14.0, warmup_days: floa
     qos = load_seed("jobs.json")["qos_share"]
     prio = (rng.random(len(t)) < qos["LS"] / sum(qos.values())).astype(np.int64)
     return Jobs(t, dur, pods, gpus, milli, prio, tenant.astype(np.int64), tuple(names),
-                start_of(seed))
+                start_of(seed), workload_keys(dur, tenant, big, seed))
+
+
+#: Within-workload spread of log run time over the total spread: the DLRM trace's, per
+#: app_name over all instances with a run time (2.32 / 2.82; bench/results/runtime.md's data).
+WITHIN_KEY_SPREAD = 0.82
+KEYS_PER_GROUP = 20
+
+
+def workload_keys(dur: np.ndarray, tenant: np.ndarray, big: np.ndarray, seed: int
+                  ) -> np.ndarray:
+    """A workload key per job (tenant x big/small x one of ``KEYS_PER_GROUP`` templates),
+    carrying as much about run time as DLRM's app names do and no more: the key is the bin
+    of log run time plus noise, the noise sized so that the spread of log run time within a
+    key is ``WITHIN_KEY_SPREAD`` of the total. Its own random stream: the jobs themselves
+    (and every earlier replay's decisions) do not change."""
+    rng = np.random.default_rng(seed + 104729)
+    out = np.zeros(len(dur), np.int64)
+    lg = np.log(np.maximum(dur, 1.0))
+    r2 = WITHIN_KEY_SPREAD ** 2
+    for grp in np.unique(tenant * 2 + big):
+        m = (tenant * 2 + big) == grp
+        sd = float(lg[m].std()) or 1.0
+        # posterior spread of x given x + e is sd * sn / sqrt(sd^2 + sn^2) = r * sd
+        noisy = lg[m] + rng.normal(0.0, sd * np.sqrt(r2 / (1 - r2)), int(m.sum()))
+        edges = np.quantile(noisy, np.linspace(0, 1, KEYS_PER_GROUP + 1)[1:-1])
+        out[m] = grp * KEYS_PER_GROUP + np.searchsorted(edges, noisy)
+    return out

@@ -18,7 +18,7 @@ import importlib
 from types import ModuleType
 
 #: Kinds wired into the pipeline, in training order.
-KINDS = ("fingerprint", "interference", "demand", "usage")
+KINDS = ("fingerprint", "interference", "demand", "usage", "runtime")
 
 
 class SkipKind(Exception):

@@ -66,10 +66,10 @@ class FingerprintAdapter:
 
 class RuntimeAdapter:
     """`RuntimeProvider` over a RuntimePredictor: the pod's predicted run time at
-    `quantile` (the reservation's backfill reads it; p90 as chosen on the timeline's dev
+    `quantile` (the reservation's backfill reads it; p50 as chosen on the timeline's dev
     seeds, bench/results/replay_timeline_backfill.md)."""
 
-    def __init__(self, model: Any, quantile: str = "p90") -> None:
+    def __init__(self, model: Any, quantile: str = "p50") -> None:
         self.model, self.quantile = model, quantile
         self._cache = LRU(50_000)
 

@@ -24,7 +24,8 @@ def timeline_cmd(
     seeds: str = typer.Option("0", "--seeds", help="e.g. 0-4 or 100,101."),
     days: float = typer.Option(14.0, "--days", help="Measured days (after 1 day of warm-up)."),
     policies: str = typer.Option("all", "--policies", help="bestfit, fgd, foresight, "
-                                 "foresight-reserve, foresight-flat, or 'all'."),
+                                 "foresight-reserve, foresight-flat, foresight-backfill, "
+                                 "backfill-flat, oracle, or 'all'."),
     load: float = typer.Option(0.9, "--load", help="Offered GPU-seconds per GPU-second."),
     no_gang: bool = typer.Option(False, "--no-gang", help="Place gang pods one by one (no "
                                  "all-or-nothing): shows gang deadlocks."),
@@ -33,6 +34,9 @@ def timeline_cmd(
     horizon: int = typer.Option(3, "--horizon", help="Forecast horizon in 10-minute bins."),
     quantile: str = typer.Option("p90", "--quantile", help="Forecast quantile reserved: p10, "
                                  "p50 or p90."),
+    runtime_quantile: str = typer.Option("p50", "--runtime-quantile", help="Backfill: the "
+                                         "predicted run-time quantile a pod is taken to run "
+                                         "(p50: chosen on dev seeds)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the summaries as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of allocation and queue "
                                         "length over time (first profile and seed)."),
@@ -62,6 +66,8 @@ def timeline_cmd(
         raise ForesightError("--reserve-for must be big or gang")
     if quantile not in ("p10", "p50", "p90"):
         raise ForesightError("--quantile must be p10, p50 or p90")
+    if runtime_quantile not in ("p10", "p50", "p90"):
+        raise ForesightError("--runtime-quantile must be p10, p50 or p90")
     if not 1 <= horizon <= 36:
         raise ForesightError("--horizon must be between 1 and 36 bins")
     seed_list = parse_seeds(seeds)
@@ -77,7 +83,7 @@ def timeline_cmd(
         for seed in seed_list:
             cfg = CaseConfig(profile=prof, seed=seed, days=days, load=load, gang=not no_gang,
                              reserve_for=reserve_for, horizon=horizon, quantile=quantile,
-                             policies=tuple(pols))
+                             runtime_quantile=runtime_quantile, policies=tuple(pols))
             got, raw = run_case(cluster, cfg, keep=plot is not None and not rows)
             rows += got
             if raw:

@@ -85,6 +85,7 @@ class ReservationGate:
         self.cluster = cluster
         self.horizon_s = horizon_s  # > 0: backfill on (the forecast's span)
         self.lease_end = np.full(len(cluster.nodes), -np.inf)
+        self.leased: dict[int, float] = {}  # node -> lease end, while the node is not empty
         self.now = 0.0
         self._class_memo: dict[int, tuple] = {}
         self.rows = np.flatnonzero(cluster.nodes.gpus >= min_gpus)
@@ -131,16 +132,15 @@ class ReservationGate:
         if memo is None or memo[0] != key:
             memo = self._class_memo[b] = (key, *self._compute(1, False, bound))
         mask, off = memo[1], memo[2]
-        c = self.cluster
         # a lease holds until the node is empty again: one that ran out while a pod overran
         # admits no one more (the node is owed to the reservation)
-        leased = np.flatnonzero((self.lease_end < self.now + bound) &
-                                (self.lease_end > -np.inf) & (c.whole < c.nodes.gpus))
-        if not len(leased):
+        until = self.now + bound
+        leased = [n for n, end in self.leased.items() if end < until]
+        if not leased:
             return mask, off, key if memo[3] else None
         mask = mask.copy()
         mask[leased] = False
-        return mask, np.union1d(off, leased), None
+        return mask, np.union1d(off, np.array(leased, np.int64)), None
 
     def lend(self, node: int, strict_off: bool) -> float | None:
         """A held-off pod was placed on ``node``: lease it (if it was an empty node the strict
@@ -152,13 +152,14 @@ class ReservationGate:
             mine = float(self.cluster.nodes.gpus[node])
             w = backfill_window_s(np.array([mine]), total + mine, d.reserved_whole_gpus(),
                                   self.horizon_s)[0]
-            self.lease_end[node] = self.now + w
+            self.lease_end[node] = self.leased[node] = self.now + w
             return self.lease_end[node]
         end = self.lease_end[node]
         return float(end) if end > self.now else None
 
     def emptied(self, node: int) -> None:
         self.lease_end[node] = -np.inf
+        self.leased.pop(node, None)
 
     def _compute(self, gpus: int, big: bool, runtime_s: float | None = None
                  ) -> tuple[np.ndarray, np.ndarray, bool]:

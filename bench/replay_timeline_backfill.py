@@ -1,0 +1,155 @@
+"""Issue 28's table: reservation with predicted backfill against fgd, the fence, the flat
+input at equal mean and the oracle, with the "Done when" checks computed from the runs.
+
+Runs: nice .venv/bin/python bench/replay_timeline.py --phase final28 --seeds 100-104 \
+          --profiles dlrm --days 2 --runtime-quantile p50 \
+          --policies fgd,foresight-flat,foresight-backfill,backfill-flat,oracle  (and helios)
+Table: nice .venv/bin/python bench/replay_timeline_backfill.py [--notes FILE]
+Reads the cached runs (bench/results/replay_timeline_runs.jsonl, phases dev28 and final28)
+and writes bench/results/replay_timeline_backfill.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from benchenv import machine  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+CACHE = RESULTS / "replay_timeline_runs.jsonl"
+POLS = ("fgd", "foresight-flat", "foresight-backfill", "backfill-flat", "oracle")
+CLASSES = ("frac", "1", "2-4", "8", "gang")
+SMALL = ("frac", "1", "2-4")
+NEW = "foresight-backfill"
+
+
+def _m(xs) -> float:
+    xs = [x for x in xs if x is not None]
+    return float(np.mean(xs)) if xs else float("nan")
+
+
+def p95(r: dict, g: str) -> float:
+    v = r[g]["p95_min"]
+    return float(v) if v is not None else 0.0
+
+
+def unstarted(r: dict) -> int:
+    return sum(r[g]["unstarted"] for g in SMALL)
+
+
+def table(runs: list[dict], phase: str) -> list[str]:
+    out = []
+    for prof in sorted({r["profile"] for r in runs}):
+        rs = [r for r in runs if r["profile"] == prof]
+        seeds = sorted({r["seed"] for r in rs})
+        by = {(r["policy"], r["seed"]): r for r in rs}
+        out += [f"### {prof}: seeds {seeds}, {sorted({r['days'] for r in rs})} measured days "
+                f"({phase})", "",
+                "p95 queueing delay (min), mean over seeds; `unstarted` = small jobs (< 8 GPUs) "
+                "not started at the end, summed over seeds; `backfilled / overran` = small pods "
+                "placed on lent reserved nodes / of them, those that outlived the lease (not "
+                "preempted), summed; run-time MAE (min) and [p10, p90] coverage of the online "
+                "predictor over the small jobs of the measured window.", "",
+                "| policy | " + " | ".join(CLASSES) + " | 8+gang | mean over classes | "
+                "unstarted | alloc % | reserved GPUs | backfilled / overran | run-time MAE, "
+                "coverage | runs |", "|---" * 14 + "|"]
+        for p in POLS:
+            xs = [by[(p, s)] for s in seeds if (p, s) in by]
+            if not xs:
+                continue
+            bf = [x.get("backfill") or {} for x in xs]
+            acc = [x.get("runtime_accuracy") or {} for x in xs]
+            out.append(
+                f"| {p} | " + " | ".join(f"{_m([p95(x, g) for x in xs]):.1f}" for g in CLASSES)
+                + f" | {_m([p95(x, '8+gang') for x in xs]):.1f}"
+                f" | {_m([np.mean([p95(x, g) for g in CLASSES]) for x in xs]):.1f}"
+                f" | {sum(unstarted(x) for x in xs)} | {_m([x['alloc_mean'] for x in xs]):.2f}"
+                f" | {_m([x['reserved_mean'] for x in xs]):.0f}"
+                + (f" | {sum(b.get('jobs', 0) for b in bf)} / "
+                   f"{sum(b.get('overran', 0) for b in bf)}" if any(bf) else " | ")
+                + (f" | {_m([a.get('mae_min') for a in acc]):.0f}, "
+                   f"{_m([a.get('coverage') for a in acc]):.3f}" if any(acc) else " | ")
+                + f" | {len(xs)} |")
+        out += ["", *checks(by, seeds), ""]
+    return out
+
+
+def checks(by: dict, seeds: list[int]) -> list[str]:
+    """The issue's bounds, per seed and on the means, from the cached runs."""
+    both = [s for s in seeds if all((p, s) in by for p in POLS)]
+    if not both:
+        return ["(no seed with every policy yet)"]
+    f = [by[("fgd", s)] for s in both]
+    n = [by[(NEW, s)] for s in both]
+    fl = [by[("foresight-flat", s)] for s in both]
+    bfl = [by[("backfill-flat", s)] for s in both]
+    o = [by[("oracle", s)] for s in both]
+    mean = lambda xs, g: _m([p95(x, g) for x in xs])  # noqa: E731
+    big = mean(n, "8+gang"), mean(f, "8+gang")
+    lines = [f"Checks over seeds {both} (means over seeds; per seed in brackets):", ""]
+    per = ", ".join(f"{p95(a, '8+gang'):.1f}/{p95(b, '8+gang'):.1f}" for a, b in zip(n, f))
+    lines.append(f"- 8+gang p95 <= 0.3 x fgd: {big[0]:.1f} vs {0.3 * big[1]:.1f} "
+                 f"({'holds' if big[0] <= 0.3 * big[1] else 'FAILS'}; new/fgd per seed {per})")
+    for g in ("1", "frac"):
+        a, b = mean(n, g), mean(f, g)
+        bound = max(2 * b, 15.0)
+        seeds_ok = sum(p95(x, g) <= max(2 * p95(y, g), 15.0) for x, y in zip(n, f))
+        lines.append(f"- {g} p95 <= max(2 x fgd, 15 min): {a:.1f} vs {bound:.1f} "
+                     f"({'holds' if a <= bound else 'FAILS'}; {seeds_ok}/{len(both)} seeds)")
+    un = sum(unstarted(x) for x in n), sum(unstarted(x) for x in f)
+    lines.append(f"- small jobs unstarted at the end <= fgd's: {un[0]} vs {un[1]} "
+                 f"({'holds' if un[0] <= un[1] else 'FAILS'})")
+    al = _m([x["alloc_mean"] for x in n]), _m([x["alloc_mean"] for x in f])
+    lines.append(f"- allocation >= fgd's: {al[0]:.2f} vs {al[1]:.2f} % "
+                 f"({'holds' if al[0] >= al[1] - 1e-9 else 'FAILS'})")
+    mc = lambda xs: _m([np.mean([p95(x, g) for g in CLASSES]) for x in xs])  # noqa: E731
+    res = _m([x["reserved_mean"] for x in n]), _m([x["reserved_mean"] for x in bfl])
+    lines.append(f"- forecast vs flat at equal mean reserved GPUs ({res[0]:.0f} vs {res[1]:.0f}):"
+                 f" mean-over-classes p95 {mc(n):.1f} vs {mc(bfl):.1f} min "
+                 f"({'forecast better' if mc(n) < mc(bfl) else 'forecast NOT better'})")
+    for name, ref in (("foresight-flat", fl), ("backfill-flat", bfl)):
+        gap = mean(ref, "8+gang") - mean(o, "8+gang")
+        closed = (mean(ref, "8+gang") - big[0]) / gap if gap > 0 else float("nan")
+        lines.append(f"- share of the {name} -> oracle gap on 8+gang p95 closed: "
+                     f"({mean(ref, '8+gang'):.1f} - {big[0]:.1f}) / ({mean(ref, '8+gang'):.1f}"
+                     f" - {mean(o, '8+gang'):.1f}) = {closed:.0%}" + (
+                         " (>= 50 %: holds)" if closed >= 0.5 else " (< 50 %: FAILS)"
+                         if closed == closed else " (no gap)"))
+    return lines
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--notes", type=Path)
+    a = ap.parse_args()
+    runs = [json.loads(x) for x in CACHE.read_text().splitlines()]
+    out = ["# Timeline replay: reservation with predicted backfill (issue 28)", "",
+           "- command: `nice .venv/bin/python bench/replay_timeline_backfill.py "
+           + " ".join(sys.argv[1:]) + "` (runs: see the script's docstring)",
+           f"- machine: {machine()}",
+           f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", ""]
+    if a.notes and a.notes.exists():
+        out += [a.notes.read_text().rstrip(), ""]
+    for phase, title in (("final28", "Final seeds"), ("dev28", "Dev seeds (choices)")):
+        rs = [r for r in runs if r["phase"] == phase and r["gang_semantics"]]
+        if phase == "dev28":
+            for q in sorted({r.get("runtime_quantile", "p90") for r in rs}):
+                sub = [r for r in rs if r.get("runtime_quantile", "p90") == q or
+                       r["policy"] == "fgd"]
+                out += [f"## {title}: run-time quantile {q}", "", *table(sub, phase)]
+        elif rs:
+            out += [f"## {title}", "", *table(rs, phase)]
+    (RESULTS / "replay_timeline_backfill.md").write_text("\n".join(out) + "\n")
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    main()

@@ -18,6 +18,7 @@ from foresight.errors import ForesightError
 SIDE_FEATURES = [
     "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active", "mem_copy_util",
     "fb_used_mib", "pcie_tx_mbps", "pcie_rx_mbps", "power_w", "batch_size", "amp", "gpu_count",
+    "step_s",  # solo step (sync-to-sync iteration) time, s: 1 / the progress counter's rate
 ]
 CONTEXT_COLUMNS = ["gpu_model", "sharing"]
 IDENTITY_COLUMNS = ["a_workload", "b_workload"]

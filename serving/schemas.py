@@ -34,6 +34,7 @@ def _side(prefix: str) -> dict[str, Any]:
         f"{prefix}_batch_size": Annotated[float, Field(ge=0, le=1e9)],
         f"{prefix}_amp": Annotated[float, Field(ge=0, le=1)],
         f"{prefix}_gpu_count": Annotated[float, Field(ge=0, le=1e4)],
+        f"{prefix}_step_s": Annotated[float, Field(gt=0, le=1e5)],
     }
 
 

@@ -1,9 +1,13 @@
 """Interference model: predicted speed (co-located / solo throughput) of each job of a pair.
 
-Gradient-boosted trees (LightGBM) over directed rows (self slowed by partner) with solo
+A structured part that knows how the sharing mode divides a GPU (mechanism.py: time slices,
+concurrent kernels), fit per `sharing` value, with gradient-boosted trees (LightGBM) on top that
+learn its residual over directed rows (self slowed by partner) from solo
 fingerprint features, their symmetric combinations and workload-identity encodings, a point
 prediction and a pessimistic `p10` of speed: the point prediction lowered by a conformal
-margin, calibrated across workload groups (each group's rows scored by a model fit without
+margin (where the mechanism applies, one margin per band of predicted speed: a confident "no
+slowdown" errs far less than a middle prediction, and one margin for all would refuse every
+safe co-location; constant elsewhere), calibrated across workload groups (each group's rows scored by a model fit without
 that group), so that about 10% of true speeds of *unseen* workloads fall below it (for known
 workloads it is conservative). Schema 1 artifacts (a separate quantile booster) still load.
 """
@@ -25,11 +29,18 @@ from forecaster.interference.features import (directed, numeric_features, pair_c
                                                side_features)
 from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,
                                               out_of_fold_identity, workload_groups)
+from forecaster.interference.mechanism import SharingMechanism
+from forecaster.interference.solo import fill_solo, solo_table
 
-SCHEMA_VERSION = 2
-_SCHEMAS = (1, 2)  # 1: p10 from a quantile booster (p10.txt); 2: conformal margin on point
+SCHEMA_VERSION = 3
+# 1: p10 from a quantile booster (p10.txt); 2: conformal margin on point; 3: + mechanism part
+_SCHEMAS = (1, 2, 3)
 _CATEGORICAL = ["gpu_model", "sharing"]
-_ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1}
+_ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1, "mech_speed": 1}
+#: Bands of predicted speed with a margin of their own (Mondrian conformal), once a band has
+#: _MIN_BAND_SCORES calibration scores; the pooled margin otherwise.
+_BANDS = np.array([0.5, 0.85])
+_MIN_BAND_SCORES = 20
 #: Single-workload calibration groups up to this many workloads, three groups beyond.
 _MAX_SINGLE_GROUPS = 8
 
@@ -47,8 +58,8 @@ class InterferenceModel:
 
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05,
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
-                 n_folds: int = 5, use_identity: bool = True, n_threads: int = 1,
-                 seed: int = 0) -> None:
+                 n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
+                 n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -56,6 +67,7 @@ class InterferenceModel:
         self.alpha = alpha
         self.n_folds = n_folds
         self.use_identity = use_identity
+        self.mechanism = mechanism
         self.n_threads = n_threads
         self.seed = seed
 
@@ -74,18 +86,38 @@ class InterferenceModel:
         # low-duty workload). Co-location does not speed a job up: predictions are capped at
         # 1.0, or at what the training speeds show above it (measurement noise, Gavel's >1).
         self.cap_ = float(max(1.0, np.quantile(d["y"], 0.99)))
+        self.base_ = float(d["y"].mean())
+        self.mechanism_ = self._fit_mechanism(d)
+        self.solo_ = solo_table(pairs) if self.mechanism_ is not None else {}
         X, y, rows = self._train_matrix(d)
         self.feature_names_ = list(X.columns)
-        self.point_ = self._train(X, y, {"objective": "regression"})
+        self.point_ = self._train(X, y, {"objective": "regression"}, self._init(X))
         self.p10_ = None
         self._fit_p10(d, X, y, rows)
         self.encoder_ = self._encoder().fit(d["self_workload"], d["partner_workload"],
                                             d["y"]) if self.identity_ else None
         self.metrics_ = {"pairs": int(len(pairs)), "directed_rows": int(len(d)),
                          "training_rows": int(len(X)), "conformal_offset": self.offset_,
+                         "band_offsets": self.band_offsets_, "residual": self.residual_,
+                         "held_out_mae": self.residual_mae_,
+                         "mechanism_modes": self.mechanism_.modes_ if self.mechanism_ else [],
                          "calibration_rows": self.calibration_rows_,
                          "workloads": int(d["self_workload"].nunique())}
         return self
+
+    def _fit_mechanism(self, d: pd.DataFrame) -> SharingMechanism | None:
+        """The structured part, or None (switched off, or no mode with busy shares to fit)."""
+        if not self.mechanism:
+            return None
+        m = SharingMechanism().fit(d, d["y"].to_numpy())
+        return m if m.modes_ else None
+
+    def _init(self, X: pd.DataFrame) -> np.ndarray | None:
+        """Where the trees start: the mechanism's speed, the training mean where it has none
+        (None without a mechanism: LightGBM boosts from the average, as before)."""
+        if "mech_speed" not in X:
+            return None
+        return np.where(np.isnan(X["mech_speed"]), self.base_, X["mech_speed"]).astype(float)
 
     def _encoder(self) -> IdentityEncoder:
         return IdentityEncoder(seed=self.seed)
@@ -125,24 +157,51 @@ class InterferenceModel:
         extra = {"objective": "regression", "rounds": rounds,
                  "learning_rate": self.learning_rate * self.n_estimators / rounds,
                  "monotone_constraints_method": "intermediate"}
-        scores = []
+        scores, with_trees, structure, ys = [], [], [], []
         for g in range(k):
             touch = (gs == g) | (gp == g)
             fit_rows = ~touch[rows]
             if touch.sum() == 0 or fit_rows.sum() < 20:
                 continue
-            inner = self._train(X[fit_rows], y[fit_rows], extra)
-            cal, rest = d[touch].reset_index(drop=True), d[~touch]
+            rest = d[~touch]
+            mech = self._fit_mechanism(rest) if self.mechanism_ is not None else None
+            Xf = X[fit_rows]
+            if mech is not None:  # the structured part, too, never saw the held-out group
+                Xf = Xf.assign(mech_speed=mech.predict(d.iloc[rows[fit_rows]]))
+            inner = self._train(Xf, y[fit_rows], extra, self._init(Xf))
+            cal = d[touch].reset_index(drop=True)
             enc = (self._encoder().fit(rest["self_workload"], rest["partner_workload"],
                                        rest["y"]) if self.identity_ else None)
-            Xc = self._matrix(cal, enc)[list(X.columns)].to_numpy(dtype=np.float64)
-            pred = np.clip(inner.predict(Xc, num_threads=self.n_threads), 0.01, self.cap_)
-            scores.append((pred - cal["y"].to_numpy()) / margin_scale(pred))
-        n = sum(len(v) for v in scores)
+            Xc = self._matrix(cal, enc, mech)[list(X.columns)]
+            init = self._init(Xc)
+            pred = inner.predict(Xc.to_numpy(dtype=np.float64), num_threads=self.n_threads)
+            pred = np.clip(pred + (0.0 if init is None else init), 0.01, self.cap_)
+            on_mech = np.isfinite(Xc["mech_speed"].to_numpy()) if mech is not None \
+                else np.zeros(len(cal), bool)
+            yc = cal["y"].to_numpy()
+            scores.append((pred - yc)[~on_mech] / margin_scale(pred[~on_mech]))
+            with_trees.append(pred[on_mech])
+            structure.append(np.clip(init[on_mech], 0.01, self.cap_) if init is not None
+                             else pred[on_mech])
+            ys.append(yc[on_mech])
+        n = sum(len(v) for v in scores) + sum(len(v) for v in ys)
         if n < 10:
             raise ForesightError(f"too few pairs to calibrate p10 ({len(d) // 2} pairs)")
-        level = min(1.0, math.ceil((n + 1) * (1 - self.alpha)) / n)
-        self.offset_ = float(np.quantile(np.concatenate(scores), level, method="higher"))
+        self.offset_ = _conformal(np.concatenate(scores), self.alpha)
+        yb, tr, st = np.concatenate(ys), np.concatenate(with_trees), np.concatenate(structure)
+        # The learned part stays on top of the structure only where it helps on workloads it
+        # did not see (a few dozen pairs teach trees little; a cluster's history teaches more).
+        self.residual_ = bool(len(yb) == 0 or np.mean(np.abs(tr - yb)) < np.mean(np.abs(st - yb)))
+        self.residual_mae_ = ({"structure": float(np.mean(np.abs(st - yb))),
+                               "structure+trees": float(np.mean(np.abs(tr - yb)))}
+                              if len(yb) else {})
+        chosen = tr if self.residual_ else st
+        sc, bands = chosen - yb, _band(chosen)
+        # pooled over modes: per mode and band the dev folds had too few scores to be stable
+        self.band_offsets_ = {"": _conformal(sc, self.alpha)} if len(sc) else {}
+        for b in np.unique(bands):
+            if (bands == b).sum() >= _MIN_BAND_SCORES:
+                self.band_offsets_[str(b)] = _conformal(sc[bands == b], self.alpha)
         self.calibration_rows_ = int(n)
 
     def _train_matrix(self, d: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
@@ -155,7 +214,8 @@ class InterferenceModel:
         base = self._matrix(rows, None)
         return pd.concat([base, ids], axis=1), rows["y"].to_numpy(), idx
 
-    def _matrix(self, d: pd.DataFrame, enc: IdentityEncoder | None) -> pd.DataFrame:
+    def _matrix(self, d: pd.DataFrame, enc: IdentityEncoder | None,
+                mech: SharingMechanism | None | str = "fitted") -> pd.DataFrame:
         for f in self.side_features_:  # a column seen in training but absent now -> missing
             for role in ("self", "partner"):
                 if f"{role}_{f}" not in d:
@@ -165,12 +225,16 @@ class InterferenceModel:
             codes = pd.Categorical(d[c] if c in d else pd.Series([None] * len(d)),
                                    categories=cats).codes
             X[c] = np.where(codes < 0, np.nan, codes).astype(float)
+        mech = self.mechanism_ if isinstance(mech, str) else mech
+        if mech is not None:
+            X["mech_speed"] = mech.predict(d)
         if enc is not None:
             X = pd.concat([X.reset_index(drop=True),
                            enc.transform(d["self_workload"], d["partner_workload"])], axis=1)
         return X.reset_index(drop=True)
 
-    def _train(self, X: pd.DataFrame, y: np.ndarray, extra: dict) -> lgb.Booster:
+    def _train(self, X: pd.DataFrame, y: np.ndarray, extra: dict,
+               init: np.ndarray | None = None) -> lgb.Booster:
         extra = dict(extra)
         rounds = extra.pop("rounds", self.n_estimators)
         _, mono = numeric_features(pd.DataFrame({f"{r}_{f}": [0.0] for f in self.side_features_
@@ -184,7 +248,8 @@ class InterferenceModel:
         params["monotone_constraints"] = [mono.get(c, _ID_MONOTONE.get(c, 0)) for c in X]
         params.setdefault("monotone_constraints_method", "advanced")
         cats = [c for c in X.columns if c in _CATEGORICAL]
-        ds = lgb.Dataset(X, y, categorical_feature=cats or "auto", free_raw_data=True)
+        ds = lgb.Dataset(X, y, init_score=init, categorical_feature=cats or "auto",
+                         free_raw_data=True)
         return lgb.train(params, ds, num_boost_round=rounds)
 
     # --------------------------------------------------------------- prediction
@@ -195,9 +260,19 @@ class InterferenceModel:
         X = self.predict_matrix(pairs)
         n = len(X) // 2
         # The boosters are called directly on a float64 C-ordered array: no pandas checks.
-        point = np.clip(self.point_.predict(X, num_threads=self.n_threads), 0.01, self.cap_)
+        point = self.point_.predict(X, num_threads=self.n_threads)
+        prior = X[:, self.feature_names_.index("mech_speed")] \
+            if "mech_speed" in self.feature_names_ else None
+        if prior is not None:
+            point = np.where(np.isnan(prior), point + self.base_,
+                             prior + (point if self.residual_ else 0.0))
+        point = np.clip(point, 0.01, self.cap_)
         if self.p10_ is None:
             low = point - self.offset_ * margin_scale(point)
+            if prior is not None and self.band_offsets_:
+                off = self.band_offsets_
+                q = np.array([off.get(str(b), off.get("", 0.0)) for b in _band(point)])
+                low = np.where(np.isnan(prior), low, point - q)
         else:  # a schema 1 artifact
             low = self.p10_.predict(X, num_threads=self.n_threads) - self.offset_
         low = np.minimum(np.clip(low, 0.0, 2.0), point)
@@ -214,6 +289,8 @@ class InterferenceModel:
         """
         cols = pair_arrays(pairs)
         n = len(pairs)
+        if self.solo_:  # known workloads asked by name: their measured solo features
+            cols = fill_solo(cols, n, self.solo_, self.side_features_)
         pos = {c: i for i, c in enumerate(self.feature_names_)}
         X = np.full((2 * n, len(pos)), np.nan)
         nan = np.full(n, np.nan)
@@ -228,6 +305,13 @@ class InterferenceModel:
                 code = {v: float(i) for i, v in enumerate(cats)}
                 v = np.fromiter((code.get(x, np.nan) for x in cols[c]), float, count=n)
                 X[:, pos[c]] = np.concatenate([v, v])
+        sharing = np.asarray(cols.get("sharing", np.full(n, "", object)), object)
+        if self.mechanism_ is not None and "mech_speed" in pos:
+            both = {"sharing": np.concatenate([sharing, sharing])}
+            for f in self.side_features_:
+                a, b = cols.get(f"a_{f}", nan), cols.get(f"b_{f}", nan)
+                both[f"self_{f}"], both[f"partner_{f}"] = np.r_[a, b], np.r_[b, a]
+            X[:, pos["mech_speed"]] = self.mechanism_.predict(both)
         if self.encoder_ is not None:
             empty = np.full(n, "", dtype=object)
             a, b = cols.get("a_workload", empty), cols.get("b_workload", empty)
@@ -251,7 +335,10 @@ class InterferenceModel:
             "kind": "interference",
             "params": {k: getattr(self, k) for k in (
                 "n_estimators", "learning_rate", "num_leaves", "min_child_samples", "alpha",
-                "n_folds", "use_identity", "n_threads", "seed")},
+                "n_folds", "use_identity", "mechanism", "n_threads", "seed")},
+            "mechanism": self.mechanism_.to_json() if self.mechanism_ is not None else None,
+            "band_offsets": self.band_offsets_, "base": self.base_, "solo": self.solo_,
+            "residual": self.residual_,
             "features": self.feature_names_, "side_features": self.side_features_,
             "categories": self.categories_, "identity": self.identity_,
             "encoder": self.encoder_.to_json() if self.encoder_ is not None else None,
@@ -298,9 +385,29 @@ class InterferenceModel:
         m.identity_ = body["identity"]
         m.encoder_ = IdentityEncoder.from_json(body["encoder"]) if body["encoder"] else None
         m.offset_ = body["conformal_offset"]
+        mech = body.get("mechanism")  # schema < 3: no structured part
+        m.mechanism_ = SharingMechanism.from_json(mech) if mech else None
+        m.band_offsets_ = body.get("band_offsets") or {}
+        m.residual_ = bool(body.get("residual", True))
+        m.base_ = float(body.get("base", 0.0))
+        m.solo_ = body.get("solo") or {}
         m.cap_ = float(body.get("speed_cap", 2.0))  # schema 1 clipped at the contract's 2
         m.metrics_ = body["metrics"]
         return m
+
+
+def _conformal(scores: np.ndarray, alpha: float) -> float:
+    """The (1 - alpha) split-conformal quantile of `scores` (0 when there are none)."""
+    n = len(scores)
+    if n == 0:
+        return 0.0
+    level = min(1.0, math.ceil((n + 1) * (1 - alpha)) / n)
+    return float(np.quantile(scores, level, method="higher"))
+
+
+def _band(pred: np.ndarray) -> np.ndarray:
+    """Band of each predicted speed: 0 below 0.5, 1 below 0.85, 2 above."""
+    return np.searchsorted(_BANDS, np.asarray(pred, float), side="right")
 
 
 def _digest(body: dict) -> str:

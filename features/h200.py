@@ -1,0 +1,47 @@
+"""The H200 co-location measurement (`colocate.py`'s solo.csv + pairs.csv) as a pair table.
+
+Each side's solo features are that workload's solo window in the same sharing mode; its step
+time (`step_s`) is the solo window's median step, the one signal the mechanism part of the
+interference model needs that DCGM does not carry (a cluster gets it from the progress counter).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from foresight.errors import ForesightError
+
+#: colocate.py's telemetry column -> the pair table's solo feature.
+SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": "power_w",
+                "fb_used_mib": "fb_used_mib", "gpm_sm_active": "sm_active",
+                "gpm_sm_occupancy": "sm_occupancy", "gpm_tensor_active": "tensor_active",
+                "gpm_dram_active": "dram_active", "step_median_s": "step_s"}
+_MODES = {"timeslice": "timeslice", "mps": "mps"}
+
+
+def load_h200_pairs(root: str | Path, gpu_model: str = "H200") -> pd.DataFrame:
+    """Pair table (a_/b_ solo features, sharing, a_speed, b_speed) from a colocate.py output dir."""
+    root = Path(root)
+    try:
+        solo, pairs = pd.read_csv(root / "solo.csv"), pd.read_csv(root / "pairs.csv")
+    except FileNotFoundError as exc:
+        raise ForesightError(f"co-location measurement incomplete: {exc.filename} missing") from None
+    missing = [c for c in ("mode", "workload", *SOLO_COLUMNS) if c not in solo]
+    if missing:
+        raise ForesightError(f"{root / 'solo.csv'} lacks column {missing[0]!r}")
+    solo = solo.rename(columns=SOLO_COLUMNS).set_index(["mode", "workload"])
+    feats = list(SOLO_COLUMNS.values())
+    pairs = pairs[pairs["mode"].isin(_MODES)].reset_index(drop=True)
+    out = pd.DataFrame({"a_workload": pairs["a"], "b_workload": pairs["b"],
+                        "gpu_model": gpu_model, "sharing": pairs["mode"].map(_MODES),
+                        "a_speed": pairs["speed_a"], "b_speed": pairs["speed_b"]})
+    for side in ("a", "b"):
+        keys = pd.MultiIndex.from_arrays([pairs["mode"], pairs[side]])
+        vals = solo.reindex(keys)[feats].reset_index(drop=True)
+        for f in feats:
+            out[f"{side}_{f}"] = vals[f].to_numpy(float)
+    # a window that measured nothing (rate 0 -> speed NaN/0) is not a measurement
+    for c in ("a_speed", "b_speed"):
+        out.loc[~(out[c] > 0), c] = float("nan")
+    return out

@@ -1,0 +1,152 @@
+"""How a GPU's sharing mode divides it between two jobs: the structured part of the interference
+model, one small physical form per `sharing` value, its few parameters fit to the pair table.
+
+- `timeslice` (the driver round-robins contexts, what the device plugin's time-slicing gives
+  pods): a job of step time `s` (one sync-to-sync iteration) whose GPU work `w = util * s` needs
+  `ceil(w / T)` slices waits, before each, for the partner's slice: `min(T, w_partner)` (a
+  partner of short bursts yields early) plus a context switch `c`, when the partner is busy
+  (probability: its GPU util). Two always-busy jobs of long steps get ~0.5 each; a job of short
+  steps beside one of long kernels waits out a whole slice every step (0.09 for an embedding
+  gather beside a GEMM on the H200); an idle partner costs nothing. Parameters: `T`, `c` (ms).
+- `mps` (kernels of both run at once): a job is starved when its partner keeps every SM busy.
+  With `h = -log(1 - sm_active * util + eps)` the "hogging" of a job (0 when idle, large when
+  it never leaves an SM free), speed = 1 / (1 + exp(a + b h_partner - c h_self + e log util
+  + f dram_self * dram_partner)): the throughput job keeps ~1.0, a latency-bound partner
+  collapses, two hogs split, two memory-bound jobs share the HBM bandwidth.
+
+Step time is the one signal DCGM does not carry. A cluster has it where it measures speed at
+all: the application's progress counter (`foresight_app_iterations_total`) that the pair
+builder reads gives the solo rate, and 1 / rate is the step. Where a pod has no counter the
+training median step is used (the form then reduces to busy-share arithmetic).
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+from scipy.optimize import minimize
+
+MODES = ("timeslice", "mps")
+_EPS = 0.02  # keeps the MPS hogging finite for a job that is never idle
+_STARTS = {"timeslice": ([2.0, 0.2], [5.0, 0.5], [1.0, 0.05]),
+           "mps": ([-3.0, 1.0, 1.0, 0.0, 0.0], [-1.0, 0.5, 0.5, 0.5, 0.0],
+                   [-0.5, 1.5, 1.5, 2.0, 1.0])}
+
+
+def _col(d: Mapping[str, Any], name: str, n: int) -> np.ndarray:
+    return np.asarray(d[name], float) if name in d else np.full(n, np.nan)
+
+
+def _busy(d: Mapping[str, Any], role: str, n: int) -> np.ndarray:
+    """GPU busy share 0-1 from gpu_util (percent); SM activity when util is absent."""
+    u = _col(d, f"{role}_gpu_util", n) / 100.0
+    return np.clip(np.where(np.isnan(u), _col(d, f"{role}_sm_active", n), u), 0.0, 1.0)
+
+
+def timeslice_speed(u: np.ndarray, s: np.ndarray, up: np.ndarray, sp: np.ndarray,
+                    slice_ms: float, switch_ms: float) -> np.ndarray:
+    """Round-robin speed of a job (busy share u, step s seconds) beside a partner (up, sp)."""
+    s_ms, w = 1e3 * s, 1e3 * u * s
+    waits = np.maximum(1.0, np.ceil(w / slice_ms))
+    hold = np.minimum(slice_ms, 1e3 * up * sp) + switch_ms
+    return s_ms / (s_ms + up * waits * hold)
+
+
+def mps_speed(u: np.ndarray, sm: np.ndarray, dram: np.ndarray, up: np.ndarray,
+              smp: np.ndarray, dramp: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """Concurrent-kernel speed of a job (busy share u, SM and DRAM activity) beside a partner."""
+    a, b, c, e, f = params
+    h_self = -np.log(1.0 - np.clip(sm * u, 0.0, 1.0) + _EPS)
+    h_part = -np.log(1.0 - np.clip(smp * up, 0.0, 1.0) + _EPS)
+    eta = a + b * h_part - c * h_self + e * np.log(np.maximum(u, 0.01)) \
+        + f * np.nan_to_num(dram) * np.nan_to_num(dramp)
+    return 1.0 / (1.0 + np.exp(np.clip(eta, -30, 30)))
+
+
+class SharingMechanism:
+    """fit(directed rows, y) / predict(directed rows): the mechanism's speed per directed row,
+    NaN where the row's sharing mode has no form (mig, node) or was not fit."""
+
+    def __init__(self, min_rows: int = 6) -> None:
+        self.min_rows = min_rows
+
+    def _inputs(self, d: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        if "sharing" in d:
+            sharing = np.asarray(d["sharing"], dtype=object)
+        else:  # a DataFrame without the column: no mode, no mechanism
+            sharing = np.full(len(d), "", dtype=object)
+        n = len(sharing)
+        out = {}
+        for role in ("self", "partner"):
+            out[f"{role}_u"] = _busy(d, role, n)
+            sm = _col(d, f"{role}_sm_active", n)
+            out[f"{role}_sm"] = np.where(np.isnan(sm), out[f"{role}_u"], sm)
+            out[f"{role}_step"] = _col(d, f"{role}_step_s", n)
+            out[f"{role}_dram"] = _col(d, f"{role}_dram_active", n)
+        out["sharing"] = sharing
+        return out
+
+    def _speed(self, x: dict[str, np.ndarray], mode: str, params: np.ndarray) -> np.ndarray:
+        if mode == "timeslice":
+            typical = self.params_.get("timeslice_step_s", 0.01) if hasattr(self, "params_") \
+                else 0.01
+            s = np.where(np.isnan(x["self_step"]), typical, x["self_step"])
+            sp = np.where(np.isnan(x["partner_step"]), typical, x["partner_step"])
+            return timeslice_speed(x["self_u"], s, x["partner_u"], sp,
+                                   abs(params[0]) + 1e-3, abs(params[1]))
+        return mps_speed(x["self_u"], x["self_sm"], x["self_dram"], x["partner_u"],
+                         x["partner_sm"], x["partner_dram"], params)
+
+    def fit(self, d: Mapping[str, Any], y: np.ndarray) -> "SharingMechanism":
+        """Per mode, the parameters of lowest mean absolute error (Nelder-Mead, a few starts)."""
+        x = self._inputs(d)
+        y = np.asarray(y, float)
+        self.params_: dict[str, Any] = {}
+        steps = np.concatenate([x["self_step"], x["partner_step"]])
+        steps = steps[np.isfinite(steps)]
+        if len(steps):
+            self.params_["timeslice_step_s"] = float(np.median(steps))
+        for mode in MODES:
+            rows = (x["sharing"] == mode) & np.isfinite(y) & ~np.isnan(x["self_u"]) \
+                & ~np.isnan(x["partner_u"])
+            if rows.sum() < self.min_rows:
+                continue
+            sub = {k: v[rows] for k, v in x.items()}
+            target = y[rows]
+            best = None
+            starts = list(_STARTS[mode])
+            if mode == "timeslice":  # ceil() makes the loss a staircase in T: grid, then refine
+                grid = [(t, c) for t in np.geomspace(0.1, 50, 40) for c in (0.0, 0.1, 0.3, 1.0)]
+                loss = [np.mean(np.abs(self._speed(sub, mode, np.array(g)) - target)) for g in grid]
+                starts.append(list(grid[int(np.argmin(loss))]))
+            for start in starts:
+                r = minimize(lambda p: float(np.mean(np.abs(self._speed(sub, mode, p) - target))),
+                             np.asarray(start, float), method="Nelder-Mead",
+                             options={"maxiter": 1500, "xatol": 1e-4, "fatol": 1e-6})
+                if best is None or r.fun < best.fun:
+                    best = r
+            self.params_[mode] = [float(v) for v in best.x]
+        return self
+
+    @property
+    def modes_(self) -> list[str]:
+        return [m for m in MODES if m in getattr(self, "params_", {})]
+
+    def predict(self, d: Mapping[str, Any]) -> np.ndarray:
+        x = self._inputs(d)
+        out = np.full(len(x["sharing"]), np.nan)
+        for mode in self.modes_:
+            rows = (x["sharing"] == mode) & ~np.isnan(x["self_u"]) & ~np.isnan(x["partner_u"])
+            if rows.any():
+                sub = {k: v[rows] for k, v in x.items()}
+                out[rows] = self._speed(sub, mode, np.asarray(self.params_[mode]))
+        return np.clip(out, 0.01, 1.0)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"min_rows": self.min_rows, "params": self.params_}
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> "SharingMechanism":
+        m = cls(min_rows=int(body.get("min_rows", 6)))
+        m.params_ = dict(body["params"])
+        return m

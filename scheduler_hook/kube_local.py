@@ -103,6 +103,7 @@ class ControlPlane:
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
         self.procs: list[subprocess.Popen] = []
+        self.pids: dict[str, int] = {}  # process name -> PID (for CPU accounting)
         self.kubeconfig = self.dir / "kubeconfig"
         self._local = None
         self.session = self._session()
@@ -123,6 +124,7 @@ class ControlPlane:
         proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.procs.append(proc)
+        self.pids[name] = proc.pid
         return proc
 
     def log_tail(self, name: str, n: int = 3000) -> str:
@@ -271,17 +273,35 @@ class ControlPlane:
         return r.text
 
 
-def attempt_totals(metrics_text: str, profile: str) -> tuple[float, float]:
-    """(sum of seconds, count) of kube-scheduler's scheduling_attempt_duration_seconds for
-    `profile`'s successful attempts: its own per-pod cost, extender calls included."""
+def histogram_totals(metrics_text: str, metric: str, *labels: str) -> tuple[float, float]:
+    """(sum, count) of a Prometheus histogram over the series carrying every `labels` item
+    (e.g. 'profile="x"')."""
     total = count = 0.0
     for line in metrics_text.splitlines():
-        if not line.startswith("scheduler_scheduling_attempt_duration_seconds_") or \
-                f'profile="{profile}"' not in line or 'result="scheduled"' not in line:
+        if not line.startswith(metric + "_") or not all(x in line for x in labels):
             continue
-        name, value = line.split("{", 1)[0], float(line.rsplit(" ", 1)[1])
-        if name.endswith("_sum"):
+        name, value = line.split("{", 1)[0].split(" ", 1)[0], float(line.rsplit(" ", 1)[1])
+        if name == metric + "_sum":
             total += value
-        elif name.endswith("_count"):
+        elif name == metric + "_count":
             count += value
     return total, count
+
+
+def attempt_totals(metrics_text: str, profile: str) -> tuple[float, float]:
+    """(sum of seconds, count) of kube-scheduler's scheduling_attempt_duration_seconds for
+    `profile`'s successful attempts (scheduling cycle through the binding API call)."""
+    return histogram_totals(metrics_text, "scheduler_scheduling_attempt_duration_seconds",
+                            f'profile="{profile}"', 'result="scheduled"')
+
+
+def algorithm_totals(metrics_text: str) -> tuple[float, float]:
+    """(sum, count) of scheduling_algorithm_duration_seconds: filter + score of one pod,
+    extender calls included, binding not (one profile per scheduler process here)."""
+    return histogram_totals(metrics_text, "scheduler_scheduling_algorithm_duration_seconds")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -20,27 +20,38 @@ class InterferenceAdapter:
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        # (workload, other, sharing) -> (speed of workload, speed of other): the scheduler asks
-        # about the same pairs pod after pod; one adapter per model version, so never stale.
+        # (workload, other, sharing) -> (speed of workload, of other, their p10s): the scheduler
+        # asks about the same pairs pod after pod; one adapter per model version, never stale.
         self._cache = LRU(200_000)
+
+    def _pairs(self, workload: str, others: Sequence[str], sharing: str) -> np.ndarray:
+        others = [str(o) for o in others]
+
+        def compute(miss: list[int]) -> list[tuple[float, float, float, float]]:
+            pairs = pd.DataFrame({"a_workload": [workload] * len(miss),
+                                  "b_workload": [others[i] for i in miss],
+                                  "sharing": [sharing or ""] * len(miss)})
+            out = self.model.predict(pairs)
+            return list(zip(*(out[c].to_numpy(float).tolist() for c in (
+                "a_speed_pred", "b_speed_pred", "a_speed_p10", "b_speed_p10"))))
+
+        vals = self._cache.get_many([(workload, o, sharing) for o in others], compute)
+        return np.asarray(vals, float).reshape(-1, 4)
 
     def speeds(self, workload: str, others: Sequence[str], sharing: str
                ) -> tuple[np.ndarray, np.ndarray]:
         if not others:
             return np.zeros(0), np.zeros(0)
-        others = [str(o) for o in others]
-
-        def compute(miss: list[int]) -> list[tuple[float, float]]:
-            pairs = pd.DataFrame({"a_workload": [workload] * len(miss),
-                                  "b_workload": [others[i] for i in miss],
-                                  "sharing": [sharing or ""] * len(miss)})
-            out = self.model.predict(pairs)
-            return list(zip(out["a_speed_pred"].to_numpy(float).tolist(),
-                            out["b_speed_pred"].to_numpy(float).tolist()))
-
-        vals = self._cache.get_many([(workload, o, sharing) for o in others], compute)
-        arr = np.asarray(vals, float).reshape(-1, 2)
+        arr = self._pairs(workload, others, sharing)
         return arr[:, 0], arr[:, 1]
+
+    def bounds(self, workload: str, others: Sequence[str], sharing: str
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The pessimistic p10 speeds, same shape as `speeds`: what a minimum speed is held to."""
+        if not others:
+            return np.zeros(0), np.zeros(0)
+        arr = self._pairs(workload, others, sharing)
+        return arr[:, 2], arr[:, 3]
 
 
 class FingerprintAdapter:

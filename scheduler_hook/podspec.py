@@ -20,6 +20,9 @@ FRACTION_ANNOTATION = "gpu-fraction"
 MEMORY_ANNOTATION = "gpu-memory"  # MiB of one GPU, KAI convention
 GPU_INDEX_ANNOTATION = "foresight.io/gpu-index"  # our bind choice, "0" or "0,1"
 DEFERRABLE_ANNOTATION = "foresight.io/deferrable"
+# A pod's minimum co-located speed (e.g. "0.8" for latency-sensitive inference): placements
+# whose predicted p10 speed falls under it are refused. The older name is still read.
+MIN_SPEED_ANNOTATION = "foresight.io/min-speed"
 SLO_ANNOTATION = "foresight.io/slo-min-speed"
 WORKLOAD_LABELS = ("foresight.io/workload", "app.kubernetes.io/name", "job-name")
 PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery: the node's GPU model
@@ -227,7 +230,9 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         gpus=gpus, milli=milli, gpu_memory_mib=mem, workload=workload,
         priority=int(_float(prio, "spec.priority")),
         deferrable=str(ann.get(DEFERRABLE_ANNOTATION, "")).lower() in ("true", "1", "yes"),
-        slo_min_speed=_float(ann.get(SLO_ANNOTATION, 0), SLO_ANNOTATION),
+        slo_min_speed=_float(ann.get(MIN_SPEED_ANNOTATION, ann.get(SLO_ANNOTATION, 0)),
+                             MIN_SPEED_ANNOTATION if MIN_SPEED_ANNOTATION in ann
+                             else SLO_ANNOTATION),
         gpu_index=index, gpu_models=terms, queue=queue,
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
         gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,

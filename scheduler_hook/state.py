@@ -26,6 +26,9 @@ HEALTH_ANNOTATION = "foresight.io/gpu-health"       # {"0": {"xid": 79, "ecc_dbe
 POWER_CAP_KEY = "foresight.io/power-cap-watts"
 RACK_LABELS = ("foresight.io/rack", "topology.kubernetes.io/rack")
 REGION_LABEL = "topology.kubernetes.io/region"
+# GPU feature discovery's sharing label (device plugin >= 0.15): how pods share one GPU here
+SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
+_SHARING = {"mps": "mps", "time-slicing": "timeslice", "timeslicing": "timeslice"}
 SBE_PENALTY, THROTTLE_PENALTY = 0.4, 0.3  # health lost to volatile SBEs / HW throttling
 FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})  # DBE, row-remap, fell off bus
 
@@ -44,6 +47,7 @@ class NodeInfo:
     rack: str = ""
     region: str = ""
     mig: mig_k8s.MigNode | None = None  # MIG devices (scheduler_hook.mig_k8s), None: no MIG
+    sharing: str = "timeslice"  # how fractional pods share a GPU: "timeslice" | "mps"
 
 
 def parse_node(obj: Any) -> NodeInfo:
@@ -81,6 +85,7 @@ def parse_node(obj: Any) -> NodeInfo:
         power_cap_w=float(cap) if cap is not None else float("nan"),
         rack=next((str(labels[k]) for k in RACK_LABELS if labels.get(k)), ""),
         region=str(labels.get(REGION_LABEL, "")), mig=mig,
+        sharing=_SHARING.get(str(labels.get(SHARING_LABEL, "")).lower(), "timeslice"),
     )
 
 
@@ -121,6 +126,7 @@ class ClusterState:
             "gpu_count": np.zeros(rows, np.int32), "gpu_mem": np.zeros(rows),
             "power_cap": np.full(rows, np.nan), "rack": np.zeros(rows, np.int32),
             "gpu_model": np.full(rows, "", dtype=object),
+            "sharing": np.full(rows, "timeslice", dtype=object),
             "free_milli": np.zeros((rows, gpus)), "gpu_exists": np.zeros((rows, gpus), bool),
             "fb_decl": np.zeros((rows, gpus)), "usable": np.zeros((rows, gpus), bool),
             "gpu_health": np.zeros((rows, gpus)), "free_key": np.zeros(rows, np.int64),
@@ -299,6 +305,7 @@ class ClusterState:
         self.power_cap[r], self.rack[r] = info.power_cap_w, self.racks[info.rack]
         self.region[r] = info.region
         self.gpu_model[r] = info.gpu_model
+        self.sharing[r] = info.sharing
         exists = np.arange(self.free_milli.shape[1]) < g
         self.gpu_exists[r] = exists
         free = np.where(exists, 1000.0, 0.0)

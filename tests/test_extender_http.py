@@ -215,7 +215,7 @@ def test_stale_interference_model_does_not_reject_but_fresh_one_does():
         from scheduler_hook.wire import parse_args
         args = parse_args(json.dumps({"Pod": pod, "NodeNames": ["a", "b"]}).encode())
         results[label] = hook.filter(args)
-    assert results["fresh"]["NodeNames"] == ["b"] and "SLO" in results["fresh"]["FailedNodes"]["a"]
+    assert results["fresh"]["NodeNames"] == ["b"] and "minimum speed" in results["fresh"]["FailedNodes"]["a"]
     assert results["stale"]["NodeNames"] == ["a", "b"]
 
 

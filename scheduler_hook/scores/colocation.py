@@ -1,6 +1,8 @@
 """Colocation safety: predicted slowdown of the incoming pod beside each resident, and of each
-resident beside it. A pod's SLO class (`foresight.io/slo-min-speed`) turns a predicted speed
-under its floor into a hard violation - only with a fresh interference model.
+resident beside it. A pod's minimum speed (`foresight.io/min-speed`, or the older
+`foresight.io/slo-min-speed`) turns a pessimistic (p10) predicted speed under it into a hard
+violation - only with a fresh interference model. A shared GPU is asked in its node's sharing
+mode (GFD's `nvidia.com/gpu.sharing-strategy`: time-slicing or MPS divide a GPU differently).
 """
 from __future__ import annotations
 
@@ -25,16 +27,28 @@ class ColocationSafety:
         if len(present) == 0:
             return constant(ctx, 1.0, "no co-located pods")
         names = ctx.workload_names()
-        s_in_u, s_res_u = model.speeds(pod.workload, [names[c] for c in present],
-                                       "timeslice" if pod.fractional else "node")
+        others = [names[c] for c in present]
+        modes = s.sharing[r] if pod.fractional else np.full(ctx.n, "node", dtype=object)
+        bounded = hasattr(model, "bounds")
+        s_in = np.full(codes.shape, np.nan)
+        s_res, lo_in, lo_res = s_in.copy(), s_in.copy(), s_in.copy()
         W = len(names)
-        s_in_t, s_res_t = np.full(W, np.nan), np.full(W, np.nan)
-        s_in_t[present], s_res_t[present] = s_in_u, s_res_u
-        s_in = ctx.lookup(s_in_t, codes, np.nan)
-        s_res = ctx.lookup(s_res_t, codes, np.nan)
+        for mode in np.unique(modes):  # one mode per cluster, as a rule: one call
+            rows = modes == mode
+            tables = [model.speeds(pod.workload, others, mode)]
+            if bounded:
+                tables.append(model.bounds(pod.workload, others, mode))
+            for (a, b), (out_in, out_res) in zip(tables, ((s_in, s_res), (lo_in, lo_res))):
+                t_in, t_res = np.full(W, np.nan), np.full(W, np.nan)
+                t_in[present], t_res[present] = a, b
+                out_in[rows] = ctx.lookup(t_in, codes[rows], np.nan)
+                out_res[rows] = ctx.lookup(t_res, codes[rows], np.nan)
+        if not bounded:  # a provider without p10: its point speeds are the bound
+            lo_in, lo_res = s_in, s_res
         if pod.mig_count:  # beside other MIG slices: the model's "mig" pairs, not node-level
             from scheduler_hook.scores.mig import mig_pair_speeds
             s_in, s_res = mig_pair_speeds(ctx, model, codes, s_in, s_res)
+            lo_in, lo_res = s_in, s_res  # no p10 across MIG boundaries: the point speeds
         # fmin skips NaN (unknown pair or empty slot); all-NaN rows mean "no known slowdown"
         worst_in = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, s_in, np.nan), axis=1),
                                  nan=1.0)
@@ -44,8 +58,10 @@ class ColocationSafety:
         floor = float(ctx.cfg.get("slowdown_floor", 0.5))
         value = np.clip((worst - floor) / (1.0 - floor), 0.0, 1.0)
         slo = s.res_slo[r]
-        broken_res = ((slo > 0) & (np.nan_to_num(s_res, nan=1.0) < slo)).any(axis=1)
-        broken_in = (worst_in < pod.slo_min_speed) if pod.slo_min_speed > 0 else \
+        broken_res = ((slo > 0) & (np.nan_to_num(lo_res, nan=1.0) < slo)).any(axis=1)
+        low_in = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, lo_in, np.nan), axis=1),
+                               nan=1.0)
+        broken_in = (low_in < pod.slo_min_speed) if pod.slo_min_speed > 0 else \
             np.zeros(ctx.n, bool)
         violation = broken_in | broken_res
 
@@ -55,6 +71,7 @@ class ColocationSafety:
 
         def why(j: int) -> str:
             who = "the pod" if broken_in[j] else "a resident"
-            return f"SLO class broken: predicted speed of {who} under its floor"
+            return (f"minimum speed broken: p10 speed of {who} under its floor "
+                    f"({modes[j]} sharing)")
 
         return ComponentResult(value, reason, violation, why)

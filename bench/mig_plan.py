@@ -1,5 +1,6 @@
-"""MIG geometry planner over time (issue 18 item 3): static all-balanced vs the planner fed the
-demand forecaster vs the planner fed the true future (oracle), arrival profiles x seeds.
+"""MIG geometry planner over time (issue 18 item 3, issue 28 item 4): static all-balanced, a
+static geometry from the past week, one from hindsight, the planner's first plan kept, the
+planner re-planning, and the planner fed the future (oracle), arrival profiles x seeds.
 
 Usage: nice .venv/bin/python bench/mig_plan.py --phase final --seeds 100-104 \
            --profiles helios,dlrm [--set '{"lookahead": 3}' --tag base] [--table-only]
@@ -25,9 +26,14 @@ from simulator.timeline.mig_run import POLICIES  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 CACHE = RESULTS / "mig_plan_runs.jsonl"
-# settings chosen on dev seeds 0-2 (bench/results/mig_plan_dev.md); final seeds run once
+# settings chosen on dev seeds 0-2 (bench/results/mig_plan_dev.md); final seeds run once.
+# Issue 28 (tags i28-E, i28-G): the planner starts from its own plan of the past week (custom
+# geometries, 1g-3g first) and re-plans from the past week's mean concurrency with 1g-3g held;
+# re-planning from the forecast (i28-E) cost 7g pods p95 on both profiles
 DEFAULT = {"days": 7.0, "load": 0.5, "lookahead": 24, "quantile": "p90", "period_s": 21600.0,
-           "downtime_s": 300.0, "drain_max_s": None, "max_draining": 3}
+           "downtime_s": 300.0, "drain_max_s": None, "max_draining": 3, "history_days": 8.0,
+           "custom": True, "protect": "all", "start": "past-week", "hold_small": True,
+           "floor_week": False, "demand": "week"}
 
 
 def _load() -> list[dict]:
@@ -126,7 +132,43 @@ def table(runs: list[dict], phase: str, tag: str) -> list[str]:
             out.append(f"| {p} | " + " | ".join(
                 f"{_m([r['per_profile'][q]['p95_min'] for r in x]):.0f}"
                 for q in rs[0]["per_profile"]) + " |")
+        out += sizes(rs, pols)
         out.append("")
+    return out
+
+
+def sizes(rs: list[dict], pols: list[str]) -> list[str]:
+    """p95 per size class (compute slices; 40 GB and 80 GB names pooled) and the issue-28
+    bounds: the planner no worse than the past-week static geometry in every class, and on
+    1g-3g (`offered`) no worse than all-balanced (mean over seeds; seeds where it holds)."""
+    if "per_size" not in rs[0]:
+        return []
+    cls = list(rs[0]["per_size"])
+    out = ["", "p95 per size class (min, mean over seeds; a class pools its 40 GB and 80 GB "
+           "profile names):", "", "| policy | " + " | ".join(cls) + " | 1g-3g |",
+           "|---" * (len(cls) + 2) + "|"]
+    for p in pols:
+        x = [r for r in rs if r["policy"] == p]
+        out.append(f"| {p} | " + " | ".join(
+            f"{_m([r['per_size'][c]['p95_min'] for r in x]):.1f}" for c in cls) +
+            f" | {_m([r['balanced']['p95_min'] for r in x]):.1f} |")
+    checks = [(f"{c} vs static-past-week", "static-past-week",
+               lambda r, c=c: r["per_size"][c]["p95_min"]) for c in cls]
+    checks.append(("1g-3g vs static (all-balanced)", "static",
+                   lambda r: r["balanced"]["p95_min"]))
+    rows = []
+    for name, base, f in checks:
+        pairs = [(f(a), f(b)) for a in rs if a["policy"] == "planner"
+                 for b in rs if b["policy"] == base and b["seed"] == a["seed"]]
+        if not pairs:  # the baselines are in another tag
+            continue
+        mp, mb = _m([a for a, _ in pairs]), _m([b for _, b in pairs])
+        rows.append(f"| {name} | {mp:.1f} | {mb:.1f} | {'yes' if mp <= mb else 'NO'} | "
+                    f"{sum(a <= b for a, b in pairs)} of {len(pairs)} |")
+    if rows:
+        out += ["", "Issue 28 bounds (planner p95 <= baseline p95):", "",
+                "| bound | planner | baseline | holds on the mean | seeds where it holds |",
+                "|---|---|---|---|---|", *rows]
     return out
 
 

@@ -3,9 +3,9 @@
 Nodes of one GPU model, GPU count, strategy, current devices and number of pods to wait for
 are interchangeable, so the program counts how many nodes of each class take each candidate
 (y[k, c], integers) instead of choosing per node. Objective, lexicographic through weights:
-least unmet compute slices of demand, then fewest re-splits (each costing 1 + drain_cost per
-pod that must finish first), then fewest stranded compute slices and named configurations
-before custom ones. Solved with scipy's HiGHS MILP; None when scipy lacks `milp` or finds no
+least unmet compute slices of demand (times each profile's weight), then fewest re-splits
+(each costing 1 + drain_cost per pod that must finish first), then fewest stranded compute
+slices and named configurations before custom ones. Solved with scipy's HiGHS MILP; None when scipy lacks `milp` or finds no
 solution in time (the planner keeps its greedy answer then).
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ from scheduler_hook import mig
 
 
 def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, float],
-          drain_cost: float, time_limit_s: float = 10.0) -> dict[str, Any] | None:
+          drain_cost: float, time_limit_s: float = 10.0,
+          weights: dict[str, float] | None = None) -> dict[str, Any] | None:
     """node name -> chosen Candidate for the nodes to re-split (see module docstring)."""
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
@@ -62,7 +63,7 @@ def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, floa
         for i, p in enumerate(profiles):
             offer[i, j] = s.gpus * c.geometry.get(p, 0)
     for i, p in enumerate(profiles):
-        cost[n_y + i] = big * mig.profile_compute(p)
+        cost[n_y + i] = big * mig.profile_compute(p) * (weights or {}).get(p, 1.0)
     one_each = np.zeros((len(groups), n_y + n_p))
     for j, (k, _) in enumerate(cols):
         one_each[k, j] = 1

@@ -274,3 +274,22 @@ def test_plan_is_optimal_against_brute_force_on_small_clusters():
                                               for s, c in zip(states, combo) if c))
             best = key if best is None or key < best else best
         assert got == best, (seed, got, best)
+
+
+def test_protect_small_covers_1g_3g_demand_before_4g_7g():
+    from collections import Counter
+
+    from scheduler_hook.mig_plan import NodeState, plan, protect_small
+
+    m = mig.MODELS["A100-80GB"]
+    bal = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    states = [NodeState(f"n{i}", m, 1, "mixed", "all-balanced",
+                        Counter(bal), []) for i in range(2)]
+    # two GPUs; demand for 2 whole-GPU 7g instances and 4 1g ones: not both
+    demand = {"7g.80gb": 2.0, "1g.10gb": 4.0}
+    plain = plan(states, demand)
+    assert plain.supply_after.get("7g.80gb", 0) == 2  # 14 slices outweigh 4
+    kept = plan(states, demand, weights=protect_small(demand))
+    assert kept.supply_after.get("1g.10gb", 0) >= 4
+    assert kept.supply_after.get("7g.80gb", 0) == 1  # the GPU left over still goes to 7g
+    assert protect_small({"3g.40gb": 1, "4g.40gb": 1}) == {"3g.40gb": 100.0, "4g.40gb": 1.0}

@@ -138,3 +138,52 @@ def test_workload_mix_shifts_and_load_is_the_target():
     # one scale factor per seed; pods cut at the window's end make it near, not exact
     assert busy / 700 == pytest.approx(0.5, rel=0.01)
     assert set(p.profiles) >= {"1g.5gb", "7g.80gb"} and p.large.any()
+
+
+# ---- issue 28: the past-week static geometry, and 1g-3g pods not paying for 4g/7g ----------
+def test_past_week_geometry_reads_only_what_the_cluster_showed_before_it():
+    from simulator.timeline.mig_run import mean_concurrent, past_week_geometry
+
+    specs = cluster(3, 2)
+    week = 7 * 86400.0
+    # the past week: 7g pods, one at a time on average over the week
+    past = [(-week + 6 * H * i, 6 * H, "7g.80gb") for i in range(28)]
+    p = pods(past)
+    geo = past_week_geometry(specs, p, 0.0)
+    assert mean_concurrent(p, -week, 0.0)["7g.80gb"] == pytest.approx(1.0)
+    assert sorted(map(str, geo.values())).count("all-7g.80gb") == 1
+    # the future (a 1g surge, a 7g pod starting at t) and the unseen rest of a pod running at
+    # t change nothing; the same surge inside the week does (so the test can fail)
+    future = [(0.0 + 60.0 * i, 3 * H, "1g.10gb") for i in range(40)] + [(0.0, H, "7g.80gb")]
+    long_run = [(-H, 30 * 86400.0, "7g.80gb")]
+    assert past_week_geometry(specs, pods(past + future), 0.0) == geo
+    assert mean_concurrent(pods(past + long_run), -week, 0.0)["7g.80gb"] == \
+        pytest.approx(1.0 + 1 / 168)
+    busy = [(-week + 6 * H * i, 18 * H, "7g.80gb") for i in range(28)]  # 3 at a time
+    assert past_week_geometry(specs, pods(busy), 0.0) != geo
+    with pytest.raises(ValueError, match="history_days"):
+        past_week_geometry(specs, p, 0.0, days=14.0)  # the pods start a week back only
+
+
+def test_held_small_profiles_are_never_re_split_away_for_7g_pods():
+    # the shift on one GPU: 1g pods, then 7g pods all-balanced cannot serve. Unheld, the
+    # planner ends up giving the GPU to a 7g instance; held, a plan may add 1g instances (it
+    # does, for the 1g queue) but never take them away, so the 7g pods never start
+    p = shift()
+    kw = dict(demand=live_demand, min_gap_s=0.0, custom=True)
+    free = run_mig(cluster(1, 1), p, "planner", 0.0, 20 * H, **kw)
+    held = run_mig(cluster(1, 1), p, "planner", 0.0, 20 * H, hold=frozenset({"1g.10gb"}), **kw)
+    assert np.isfinite(free.start[p.large]).any()
+    assert np.isnan(held.start[p.large]).all()
+    assert np.isfinite(held.start[~p.large]).all()
+
+
+def test_size_classes_pool_the_40gb_and_80gb_names():
+    p = MigPods(np.array([0.0, 1.0, 2.0]), np.full(3, 600.0), np.array([0, 1, 2]),
+                np.array([False, False, True]), ("1g.10gb", "1g.5gb", "7g.80gb"),
+                pd.Timestamp("2026-01-05"))
+    r = run_mig([MigNodeSpec("a", "A100-40GB", 1), MigNodeSpec("b", "A100-80GB", 1)], p,
+                "static", 0.0, 4 * H)
+    s = summarize(p, r, 0.0, 4 * H)
+    assert s["per_size"]["1g"]["n"] == 2 and s["per_size"]["7g"]["n"] == 1
+    assert s["per_size"]["7g"]["unstarted"] == 1  # all-balanced has no 7g instance

@@ -66,11 +66,12 @@ class Live:
 
 
 class _Node:
-    def __init__(self, spec: MigNodeSpec, config: str) -> None:
+    def __init__(self, spec: MigNodeSpec, config: str | tuple[str, dict]) -> None:
         self.name, self.gpus = spec.name, spec.gpus
         self.model = mig.MODELS[spec.model]
-        self.config = config
-        self.geometry = mig.configs_for(self.model)[config].as_dict
+        # a named mig-parted config, or (name, geometry per GPU) for a custom one
+        self.config, self.geometry = (config, mig.configs_for(self.model)[config].as_dict) \
+            if isinstance(config, str) else (config[0], dict(config[1]))
         self.free: Counter[str] = self.offer()
         self.pods: set[int] = set()
         self.target: tuple[str, dict] | None = None  # draining towards (config, geometry)
@@ -101,13 +102,19 @@ class MigResult:
 
 def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float, t_end: float,
             demand: Callable[[float, "Live"], dict[str, float]] | None = None,
-            initial: str | dict[str, str] = "all-balanced", period_s: float = 3600.0,
+            initial: str | dict[str, str | tuple[str, dict]] = "all-balanced",
+            period_s: float = 3600.0,
             downtime_s: float = 300.0, drain_max_s: float | None = 6 * 3600.0,
             min_gap_s: float = 86400.0, max_drain_pods: int | None = None,
-            max_draining: int | None = None, custom: bool = False) -> MigResult:
+            max_draining: int | None = None, custom: bool = False,
+            weights: dict[str, float] | None = None,
+            hold: frozenset[str] = frozenset()) -> MigResult:
     """Replay the pods arriving in [t_start, t_end) (see the module docstring).
 
-    ``initial``: a config name for every node or node -> config. ``demand(t, live)``: the
+    ``initial``: a config name for every node or node -> config (a name, or (name, geometry)
+    for a custom one). ``weights``: the planner's per-profile weights; ``hold``: profiles whose
+    instances a plan may not take away (their demand is raised to what the nodes carry now).
+    ``demand(t, live)``: the
     planner's demand per profile at t given what the cluster shows then (`Live`); None = the
     geometry stays as it starts.
     """
@@ -190,7 +197,13 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
             states.append(NodeState(nd.name, nd.model, nd.gpus, "mixed", nd.config,
                                     nd.offer(geo), [str(j) for j in sorted(nd.pods)],
                                     bool(busy)))
-        pl = plan(states, demand(now, live), custom=custom)
+        want = demand(now, live)
+        if hold:  # the plan may add instances of these profiles, never take them away
+            have = Counter()
+            for st in states:
+                have.update(st.offer)
+            want = {**want, **{p: max(want.get(p, 0.0), float(have[p])) for p in hold}}
+        pl = plan(states, want, custom=custom, weights=weights)
         by_name = {nd.name: nd for nd in nodes}
         rows = sorted((r for r in pl.nodes if r.changed), key=lambda r: (len(r.drain), r.node))
         if max_draining is not None:  # drain budget: the changes with fewest pods first

@@ -3,6 +3,9 @@ policy, and their summaries.
 
 Policies:
 - ``static``: mig-parted's `all-balanced` on every node, never changed.
+- ``static-past-week``: one geometry per node, fixed, chosen by the planner from the mean
+  concurrent demand per profile of the week before the replay starts (what an operator would
+  pick without hindsight: only pods that arrived before then, counted only up to then).
 - ``static-hindsight``: one geometry per node, fixed, chosen by the planner from the window's
   true mean concurrent demand per profile (hindsight; an oracle for the best static choice).
 - ``planner``: re-planned every period from the demand forecaster's arrivals forecast
@@ -18,13 +21,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler_hook import mig
-from scheduler_hook.mig_plan import NodeState, plan
+from scheduler_hook.mig_plan import NodeState, candidates, plan, protect_small
 from simulator.timeline.mig import MigNodeSpec, MigResult, mig_cluster, run_mig
 from simulator.timeline.mig_demand import ArrivalForecast, planner_demand
 from simulator.timeline.mig_workload import MigPods, generate_mig_pods
 
-POLICIES = ("static", "static-hindsight", "planner", "oracle")
+POLICIES = ("static", "static-past-week", "static-hindsight", "planner-first-plan", "planner",
+            "oracle")
 WARMUP_S = 86400.0
+WEEK_S = 7 * 86400.0
+SMALL_MAX = 3  # 1g-3g: the profiles the planner protects (issue 28)
 # profiles that all-balanced offers on some model: the static baseline can serve only these
 BALANCED = frozenset(p for m in ("A100-40GB", "A100-80GB", "H100-80GB")
                      for p in mig.configs_for(m)["all-balanced"].as_dict)
@@ -45,24 +51,83 @@ class MigCaseConfig:
     max_drain_pods: int | None = None
     max_draining: int | None = 3
     large_factor: float = 4.0
+    history_days: float = 8.0      # before the warm-up: the past week, the forecast's history
+    # the planner (issue 28): custom geometries (mig-parted entries it prints), 1g-3g demand
+    # first (`mig_plan.protect_small`), and its start: all-balanced or its plan of the past week
+    custom: bool = False
+    protect: str = "none"          # 1g-3g first: "none", "start" (the first plan) or "all"
+    start: str = "all-balanced"
+    hold_small: bool = False       # re-plans may not take 1g-3g instances away
+    floor_week: bool = False       # demand no lower than the past 7 days' mean concurrency
+    demand: str = "forecast"       # or "week": the mean concurrency of the past 7 days only
     policies: tuple[str, ...] = POLICIES
 
 
-def hindsight_geometry(specs: list[MigNodeSpec], pods: MigPods, t0: float, t1: float
-                       ) -> dict[str, str]:
-    """node -> config: the planner on the window's true mean concurrent instances per profile,
-    every node free and starting from all-balanced."""
+def mean_concurrent(pods: MigPods, t0: float, t1: float) -> dict[str, float]:
+    """Mean concurrent instances per profile over [t0, t1) of the pods arrived before t1, each
+    counted only until t1 (a pod still running at t1 adds nothing past it): read from t1 on,
+    this is what the cluster's history shows, nothing of the future."""
+    seen = pods.arrival < t1
     busy = np.clip(np.minimum(pods.arrival + pods.duration, t1) - np.maximum(pods.arrival, t0),
                    0, None)
-    demand = {p: float(busy[pods.profile == i].sum() / (t1 - t0))
-              for i, p in enumerate(pods.profiles)}
+    return {p: float(busy[seen & (pods.profile == i)].sum() / (t1 - t0))
+            for i, p in enumerate(pods.profiles)}
+
+
+def static_geometry(specs: list[MigNodeSpec], demand: dict[str, float], custom: bool = False,
+                    protect: bool = False) -> dict[str, str | tuple[str, dict]]:
+    """node -> config (a name, or (name, geometry) for a custom one): the planner on a demand
+    per profile, every node free and starting from all-balanced."""
     states = []
     for s in specs:
         m = mig.MODELS[s.model]
         geo = mig.configs_for(m)["all-balanced"].as_dict
         states.append(NodeState(s.name, m, s.gpus, "mixed", "all-balanced",
                                 Counter({p: n * s.gpus for p, n in geo.items()}), []))
-    return {r.node: r.proposed for r in plan(states, demand).nodes}
+    rows = plan(states, demand, custom=custom,
+                weights=protect_small(demand) if protect else None).nodes
+    by = {st.name: st for st in states}
+    out: dict[str, str | tuple[str, dict]] = {}
+    for r in rows:
+        c = next(c for c in candidates(by[r.node], custom) if c.name == r.proposed) \
+            if r.changed else None
+        out[r.node] = r.proposed if c is None or c.named else (c.name, dict(c.geometry))
+    return out
+
+
+def hindsight_geometry(specs: list[MigNodeSpec], pods: MigPods, t0: float, t1: float
+                       ) -> dict[str, str | tuple[str, dict]]:
+    """The window's true mean concurrent instances per profile (hindsight)."""
+    return static_geometry(specs, mean_concurrent(pods, t0, t1))
+
+
+def past_week_geometry(specs: list[MigNodeSpec], pods: MigPods, t: float, days: float = 7.0,
+                       custom: bool = False, protect: bool = False
+                       ) -> dict[str, str | tuple[str, dict]]:
+    """The mean concurrent instances of the ``days`` before t, seen from t (no hindsight)."""
+    if pods.arrival.min() > t - days * 86400.0 + 3600.0:
+        raise ValueError(f"past-week geometry: the pods start at {pods.arrival.min():.0f} s, "
+                         f"after {t - days * 86400.0:.0f} s (history_days too short)")
+    return static_geometry(specs, mean_concurrent(pods, t - days * 86400.0, t), custom, protect)
+
+
+def _floored(demand, pods: MigPods):
+    """demand(t, live) raised, per profile, to the mean concurrent instances of the 7 days
+    before t as seen at t: a re-plan answers a surge the forecast sees, but does not give
+    up the capacity a profile held on average (its troughs are short, its drains long)."""
+    def out(t: float, live) -> dict[str, float]:
+        d, week = demand(t, live), mean_concurrent(pods, t - WEEK_S, t)
+        return {p: max(d.get(p, 0.0), week[p]) for p in {*d, *week}}
+    return out
+
+
+def _week(pods: MigPods, ahead: bool):
+    """demand(t, live): the mean concurrent instances of the 7 days before t as seen at t (or,
+    ``ahead``, of the 7 days after t: hindsight)."""
+    def out(t: float, live) -> dict[str, float]:
+        return mean_concurrent(pods, t, t + WEEK_S) if ahead else \
+            mean_concurrent(pods, t - WEEK_S, t)
+    return out
 
 
 def summarize(pods: MigPods, res: MigResult, t0: float, t1: float) -> dict:
@@ -78,10 +143,13 @@ def summarize(pods: MigPods, res: MigResult, t0: float, t1: float) -> dict:
                 "unstarted": int((~np.isfinite(res.start[mask])).sum())}
 
     balanced = [i for i, p in enumerate(pods.profiles) if p in BALANCED]
+    size = np.array([mig.profile_compute(p) for p in pods.profiles])[pods.profile]
     out: dict = {"policy": res.policy, "all": q(m), "large": q(m & pods.large),
                  "small": q(m & ~pods.large), "balanced": q(m & np.isin(pods.profile, balanced)),
                  "per_profile": {p: q(m & (pods.profile == i))
-                                 for i, p in enumerate(pods.profiles)}}
+                                 for i, p in enumerate(pods.profiles)},
+                 # size class = compute slices (the 40 GB and 80 GB names of a size pooled)
+                 "per_size": {f"{c}g": q(m & (size == c)) for c in sorted(set(size.tolist()))}}
     s = res.samples
     w = (s["t"] >= t0) & (s["t"] < t1)
     for k in ("alloc", "stranded", "blocked_idle", "waiting_slices", "resplitting"):
@@ -107,7 +175,8 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
     slices = sum(s.gpus for s in specs) * mig.COMPUTE_SLICES
     share40 = sum(s.gpus for s in specs if s.model == "A100-40GB") / (slices / 7)
     pods = generate_mig_pods(cfg.profile, cfg.seed, days=cfg.days, load=cfg.load,
-                             slices=slices, share40=share40, large_factor=cfg.large_factor)
+                             slices=slices, share40=share40, large_factor=cfg.large_factor,
+                             history_days=cfg.history_days)
     t0, t1 = -WARMUP_S, cfg.days * 86400.0
     rows = []
     for pol in cfg.policies:
@@ -117,13 +186,31 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
         kw: dict = dict(period_s=cfg.period_s, downtime_s=cfg.downtime_s,
                         drain_max_s=cfg.drain_max_s, max_drain_pods=cfg.max_drain_pods,
                         max_draining=cfg.max_draining)
-        if pol == "static-hindsight":
+        if pol == "static-past-week":  # chosen when the replay starts, from the week before
+            kw["initial"] = past_week_geometry(specs, pods, t0)
+        elif pol == "planner-first-plan":  # the planner's start kept all week: no re-planning
+            kw["initial"] = past_week_geometry(specs, pods, t0, custom=cfg.custom,
+                                               protect=cfg.protect != "none")
+        elif pol == "static-hindsight":
             kw["initial"] = hindsight_geometry(specs, pods, 0.0, t1)
         elif pol in ("planner", "oracle"):
-            fc = ArrivalForecast(pods, "forecast" if pol == "planner" else "oracle", t0, t1,
-                                 lookahead=cfg.lookahead, quantile=cfg.quantile,
-                                 seed=cfg.seed)
-            kw["demand"] = planner_demand(fc, cfg.lookahead)
+            if cfg.demand == "week":  # the oracle reads the week ahead instead (hindsight)
+                kw["demand"] = _week(pods, pol == "oracle")
+            else:
+                fc = ArrivalForecast(pods, "forecast" if pol == "planner" else "oracle", t0,
+                                     t1, lookahead=cfg.lookahead, quantile=cfg.quantile,
+                                     seed=cfg.seed)
+                kw["demand"] = planner_demand(fc, cfg.lookahead)
+            if cfg.floor_week:
+                kw["demand"] = _floored(kw["demand"], pods)
+            kw.update(custom=cfg.custom, weights=protect_small(dict.fromkeys(pods.profiles, 1.0))
+                      if cfg.protect == "all" else None)
+            if cfg.hold_small:
+                kw["hold"] = frozenset(p for p in pods.profiles
+                                       if mig.profile_compute(p) <= SMALL_MAX)
+            if cfg.start == "past-week":
+                kw["initial"] = past_week_geometry(specs, pods, t0, custom=cfg.custom,
+                                                   protect=cfg.protect != "none")
         fc_w, fc_c = time.perf_counter() - w0, time.process_time() - c0
         res = run_mig(specs, pods, pol, t0, t1, **kw)
         row = summarize(pods, res, 0.0, t1)

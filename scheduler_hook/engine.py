@@ -74,6 +74,10 @@ class Decision:
 
 
 LOCAL = ("memory_fit", "colocation", "fragmentation", "health", "packing")  # row-local values
+# What fragmentation derives from the shape mix alone (scores/fragmentation.py's ctx.cache
+# keys): the ShapeMix with its compiled groups, and the terminal-waste table (a DP). Rebuilt
+# per call they cost more than rescoring the one or two rows a binding changed.
+MIX_DERIVED = ("shape_mix", "terminal_waste")
 CAPACITY = "capacity"  # pseudo-component: a GPU share no GPU of the node can take
 
 
@@ -150,6 +154,7 @@ class Scorer:
         self._caches: OrderedDict[tuple, _RowCache] = OrderedDict()
         self._mix: dict[tuple, float] = {}
         self._mix_version = 0
+        self._derived: tuple[tuple, dict[str, Any]] = ((), {})  # (key, MIX_DERIVED objects)
 
     def _frozen_mix(self) -> dict[tuple, float]:
         """The seen-shape mix, refrozen when it drifts by 1% or gains a shape, so cached
@@ -214,6 +219,14 @@ class Scorer:
         self._last = (key, known, d)
         return d
 
+    def _derived_key(self) -> tuple:
+        """Everything shape_mix() and terminal_waste() read: the frozen seen mix, the demand
+        provider (its forecast mix while fresh), and the set of live GPU models (rows change
+        owner: index_version; a model label changes in place: models_version)."""
+        st, prov = self.state, self.providers
+        return (self._mix_version, prov.version, prov.fresh("demand") is not None,
+                st.index_version, st.models_version)
+
     def _rescore(self, pod: PodRequest, rows: np.ndarray, mix: dict, active: list[Any]
                  ) -> dict[str, ComponentResult]:
         """Reasons for an explanation, computed when asked (current state, same nodes)."""
@@ -242,6 +255,8 @@ class Scorer:
             cache.frag_computed[:] = -1
             cache.mix_version = self._mix_version
         version = st.row_version[rows]
+        dkey = self._derived_key()
+        derived = self._derived[1] if self._derived[0] == dkey else {}
         local = [c for c in active if c.name in LOCAL and c.name != "fragmentation"]
         frag = [c for c in active if c.name == "fragmentation"]
         for comps, computed, capacity in ((local, cache.computed, True),
@@ -250,10 +265,12 @@ class Scorer:
             if not (comps or capacity) or not stale.any():
                 continue
             drows = np.unique(rows[stale])
-            sub = Context(st, drows, pod, self.providers, self.cfg, cache=ctx.cache.copy(),
-                          mix_counts=ctx.mix_counts)
+            sub = Context(st, drows, pod, self.providers, self.cfg,
+                          cache={**ctx.cache, **derived}, mix_counts=ctx.mix_counts)
             for comp in comps:
                 cache.store(comp.name, drows, self._safe(comp, sub), len(st.gpu_count))
+            derived = {k: sub.cache[k] for k in MIX_DERIVED if k in sub.cache} or derived
+            self._derived = (dkey, derived)
             if capacity:
                 cap, reason = _capacity(sub)
                 cache.store(CAPACITY, drows, ComponentResult(

@@ -11,6 +11,7 @@ import json
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -114,6 +115,7 @@ class ClusterState:
         self._rows_cache: dict[tuple[str, ...], tuple[np.ndarray, list[str]]] = {}
         self._rows_last: tuple[Any, int, tuple[np.ndarray, list[str]]] | None = None
         self.index_version = 0  # bumped whenever a row changes owner (node added/removed)
+        self.models_version = 0  # bumped when a row's GPU model label changes in place
         self._row_clock = 0     # row_version[r] = clock value of row r's last change
         self._alloc(64, max_gpus, max_residents)
 
@@ -304,6 +306,8 @@ class ClusterState:
         self.gpu_count[r], self.gpu_mem[r] = g, info.gpu_mem_mib
         self.power_cap[r], self.rack[r] = info.power_cap_w, self.racks[info.rack]
         self.region[r] = info.region
+        if self.gpu_model[r] != info.gpu_model:
+            self.models_version += 1
         self.gpu_model[r] = info.gpu_model
         self.sharing[r] = info.sharing
         exists = np.arange(self.free_milli.shape[1]) < g
@@ -377,14 +381,19 @@ class ClusterState:
             if isinstance(names, tuple):  # (bind) must not push out the full node list
                 self._rows_last = (names, self.index_version, hit)
             return hit
-        idx, known = [], []
-        get = self.index.get
-        for n in names:
-            r = get(n)
-            if r is not None:
-                idx.append(r)
-                known.append(n)
-        out = (np.asarray(idx, dtype=np.int64), known)
+        try:  # every name known (the usual case): one C-level lookup of them all
+            found = itemgetter(*names)(self.index) if names else ()
+            out = (np.array(found if len(names) != 1 else (found,), dtype=np.int64),
+                   list(names))
+        except KeyError:
+            idx, known = [], []
+            get = self.index.get
+            for n in names:
+                r = get(n)
+                if r is not None:
+                    idx.append(r)
+                    known.append(n)
+            out = (np.asarray(idx, dtype=np.int64), known)
         if len(self._rows_cache) >= 16:
             self._rows_cache.pop(next(iter(self._rows_cache)))
         self._rows_cache[key] = out

@@ -39,3 +39,38 @@ def test_row_cache_matches_scoring_from_scratch_while_the_cluster_changes():
                                         "phase": "Running"}))
     assert hits > 40
     assert sum(len(p.gpu_index) > 0 for p in st.pods.values()) > 30  # the cluster did change
+
+
+def test_mix_derived_cache_follows_gpu_model_labels_and_the_mix():
+    """The shape mix fragmentation scores against is kept across calls; a node relabelled
+    in place (another GPU model), a new node and a refrozen mix must each rebuild it."""
+    st = ClusterState()
+    st.replace_all([make_node(f"n{i}", gpus=4, product="A" if i % 2 else "B")
+                    for i in range(12)], [])
+    cfg_plain = load_config()
+    cfg_plain["row_cache"] = False
+    cached, plain = Scorer(st, ProviderSet(), load_config()), Scorer(st, ProviderSet(), cfg_plain)
+
+    def pod(k: int, **kw) -> PodRequest:
+        obj = make_pod(f"p{k}", **kw)
+        obj["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": ["A"]}]}]}}}
+        return parse_pod(obj)
+
+    def same(p: PodRequest) -> None:
+        names = [f"n{i}" for i in range(13)]
+        a, b = cached.decide(p, names), plain.decide(p, names)
+        np.testing.assert_allclose(a.total, b.total, atol=1e-12)
+
+    for k in range(6):  # a mix of model-constrained shapes, some bound
+        p = pod(k, **(dict(fraction=0.5) if k % 2 else dict(gpus=2)))
+        same(p)
+        st.upsert_pod(PodRequest(**{**p.__dict__, "node": f"n{2 * k}", "phase": "Running"}))
+    seen = pod(100, gpus=1)
+    same(seen)  # the mix now holds every shape: asking again about `seen` refreezes nothing
+    st.upsert_node(make_node("n1", gpus=4, product="C"))  # relabelled in place: A -> C
+    same(seen)
+    st.upsert_node(make_node("n12", gpus=8, product="D"))  # a new row, a new model
+    same(seen)
+    same(pod(101, fraction=0.25))  # a new shape: the mix refreezes

@@ -28,6 +28,7 @@ from scipy.optimize import minimize
 
 MODES = ("timeslice", "mps")
 _EPS = 0.02  # keeps the MPS hogging finite for a job that is never idle
+_MAX_WEIGHT = 4.0  # |weight| of the busy-share and DRAM terms
 _STARTS = {"timeslice": ([2.0, 0.2], [5.0, 0.5], [1.0, 0.05]),
            "mps": ([-3.0, 1.0, 1.0, 0.0, 0.0], [-1.0, 0.5, 0.5, 0.5, 0.0],
                    [-0.5, 1.5, 1.5, 2.0, 1.0])}
@@ -56,6 +57,9 @@ def mps_speed(u: np.ndarray, sm: np.ndarray, dram: np.ndarray, up: np.ndarray,
               smp: np.ndarray, dramp: np.ndarray, params: np.ndarray) -> np.ndarray:
     """Concurrent-kernel speed of a job (busy share u, SM and DRAM activity) beside a partner."""
     a, b, c, e, f = params
+    # bounded: fit on a few dozen pairs, an unbounded weight on the busy share once made a
+    # held-out latency-bound job look immune (e = 17: u = 0.6 -> speed 1.0; it ran at 0.3)
+    e, f = np.clip(e, -_MAX_WEIGHT, _MAX_WEIGHT), np.clip(f, -_MAX_WEIGHT, _MAX_WEIGHT)
     h_self = -np.log(1.0 - np.clip(sm * u, 0.0, 1.0) + _EPS)
     h_part = -np.log(1.0 - np.clip(smp * up, 0.0, 1.0) + _EPS)
     eta = a + b * h_part - c * h_self + e * np.log(np.maximum(u, 0.01)) \

@@ -122,6 +122,30 @@ def report(r: pd.DataFrame, title: str) -> list[str]:
     return lines + [""]
 
 
+NOTES = [
+    "## How to read it", "",
+    "- The model is the structured part of forecaster/interference/mechanism.py (time-slicing: "
+    "round robin from each side's busy share and step time; MPS: concurrent-kernel hogging "
+    "from SM activity x busy share, and DRAM) fit per fold, with LightGBM on its residual kept "
+    "only where the trees lower the error on workloads held out inside the training folds "
+    "(on these few pairs they never do: the structure serves alone).",
+    "- Step time is not a DCGM field: it comes from the solo step (colocate.py's "
+    "`step_median_s`; on a cluster 1 / the progress counter's solo rate). `--no-step` drops "
+    "it: time-slicing then falls to the rule, MPS keeps its gain (interference_h200_all_nostep.md).",
+    "- Disclosure: the two physical forms were written after reading the whole 8-workload table "
+    "(the README's description of the mechanisms and the numbers). The dev/final split "
+    "(final: decode_gemv, resnet50_train, drawn with a seed before any parameter choice) "
+    "governed the later choices: learned part kept only when it helps, margins pooled over "
+    "modes by band of predicted speed (per mode: 94 % refused-safe on dev), bounded MPS "
+    "weights. The bound was found while diagnosing an inner calibration fold that included "
+    "the final workloads' rows; final was scored before and after it (safety unchanged).",
+    "- The p10 margin is wide because a held-out launch-bound job (small_kernels: busy 29 %, "
+    "SM activity 0) collapses beside a hog under MPS (0.05-0.18) where the form predicts "
+    "~1.0: calibrated on unseen workloads, the bound has to cover that miss, and so it refuses "
+    "most safe placements. Time-slicing's safe pairs sit at 0.80-0.86, too close to 0.8 for a "
+    "bound 0.1 wide.", ""]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     default = ROOT.parent / "shared" / "gpu-h200"
@@ -154,7 +178,7 @@ def main() -> None:
              f"Data: `{a.data}` ({len(pairs)} pairs, workloads {', '.join(names)}); folds: "
              f"{', '.join(folds)}; mechanism {a.mechanism}, step time "
              f"{'dropped' if a.no_step else 'from the solo step'}; {took:.0f} s.", "",
-             *report(r, "Held-out rows")]
+             *report(r, "Held-out rows"), *NOTES]
     text = "\n".join(lines)
     print(text)
     if a.out != "-":

@@ -46,6 +46,16 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
     console.print(f"fitted on {m['pairs']} pairs ({m['directed_rows']} measured directions, "
                   f"{m['workloads']} workloads); p10 conformal offset "
                   f"{m['conformal_offset']:+.4f}; saved to {model_dir}")
+    if m.get("mechanism_modes"):
+        held = m.get("held_out_mae") or {}
+        kept = "kept" if m.get("residual") else "dropped (no gain on held-out workloads)"
+        console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; trees on "
+                      f"its residual {kept}: held-out MAE structure "
+                      f"{held.get('structure', float('nan')):.3f}, structure + trees "
+                      f"{held.get('structure+trees', float('nan')):.3f}")
+    else:
+        console.print("no sharing mechanism (needs sharing = timeslice|mps and GPU util on "
+                      "both sides): trees only")
 
 
 def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model directory."),

@@ -44,8 +44,9 @@ def build_pair_table(samples: pd.DataFrame, pods: pd.DataFrame, *,
     when the pod never ran alone). Pods without a progress counter get NaN speed.
     Solo features = 75th percentile of each metric over the pod's busy steps alone on its GPU
     (busy: SM activity at least half its own 90th percentile); the workload's median when the
-    pod never ran alone. `gpu_sharing` maps node -> 'timeslice' | 'mps' (cluster config, the
-    device plugin's sharing strategy; default timeslice). Returns (pairs, episodes) with the
+    pod never ran alone; `step_s` = 1 / the solo rate (NaN without a counter). `gpu_sharing`
+    maps node -> 'timeslice' | 'mps' (cluster config, the device plugin's sharing strategy;
+    default timeslice). Returns (pairs, episodes) with the
     same index; `episodes` names pods, start, end and step count of each row.
     """
     part = pair_parts(samples, gpu_sharing=gpu_sharing, progress_metric=progress_metric,
@@ -126,6 +127,10 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
         for col in feats.columns:
             cols[f"{side}_{col}"] = f[col].to_numpy()
         cols[f"{side}_gpu_count"] = n_gpus.reindex(k).to_numpy(dtype=float)
+        # solo step = 1 / solo rate of the progress counter: the mechanism part's step-time
+        # signal, the same feature the bench's H200 table carries (features/h200.py)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            cols[f"{side}_step_s"] = np.where(base > 0, 1.0 / base, np.nan)
     if gpu_model:
         cols["gpu_model"] = gpu_model
     return pd.DataFrame(cols), eps.drop(columns=["a_steady", "b_steady"])

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from simulator import interference
+from simulator import interference, sharing
 from simulator.config import SimConfig
 from simulator.workloads import CATALOGUE, mean_features, solo_features
 
@@ -43,15 +43,29 @@ class Pod:
     seg_start: float = 0.0
     partners_since: dict = field(default_factory=dict)  # partner pid -> (sharing, since)
     speed_segments: list = field(default_factory=list)  # (t0, t1, speed)
+    # H200-calibrated sharing: the pod's mechanism inputs (simulator/sharing.side_features)
+    mech: dict = field(default_factory=dict)
 
 
 class ClusterSim:
     def __init__(self, cfg: SimConfig, spec: dict, rng: np.random.Generator):
         self.cfg, self.spec, self.rng = cfg, spec, rng
         self.p = interference.params()
+        # which form gives time-slice / MPS slowdowns: the real H200 measurement's, or the
+        # Gavel (V100) calibration of simulator/interference.py
+        if cfg.sharing_calibration not in ("gavel", "h200"):
+            raise ValueError(f"unknown sharing_calibration {cfg.sharing_calibration!r}")
+        self.h200 = cfg.sharing_calibration == "h200"
+        self._noise: dict[tuple, float] = {}
         n_mps = int(round(cfg.mps_node_fraction * cfg.nodes))
         self.node_mode = ["mps" if n >= cfg.nodes - n_mps else "timeslice"
                           for n in range(cfg.nodes)]
+        if cfg.sharing_calibration == "h200" and 0 < n_mps < cfg.nodes:
+            # best-fit placement packs fractional pods onto the lowest-numbered nodes first:
+            # spread the MPS nodes evenly so that shared GPUs occur in both modes
+            k = cfg.nodes / n_mps
+            self.node_mode = ["mps" if int((n + 1) / k) > int(n / k) else "timeslice"
+                              for n in range(cfg.nodes)]
         self.free = np.full(cfg.n_gpus, 1000, dtype=int)
         self.gpu_pods: list[set] = [set() for _ in range(cfg.n_gpus)]
         self.node_pods: list[set] = [set() for _ in range(cfg.nodes)]
@@ -98,7 +112,7 @@ class ClusterSim:
             return
         feats = {k: np.asarray([self.pods[q].ifeats[k] for q in pids]) for k in FEATS}
         node_pcie = float(feats["pcie"].sum())
-        pair_pod, pair_sum, rest_pcie, partner_maps = [], [], [], []
+        pair_pod, pair_sum, pair_others, rest_pcie, partner_maps = [], [], [], [], []
         for i, pid in enumerate(pids):
             pod = self.pods[pid]
             gpu_partners = set().union(*(self.gpu_pods[gi] for gi in pod.gpus)) - {pid}
@@ -107,6 +121,7 @@ class ClusterSim:
                 if others:
                     pair_pod.append(i)
                     pair_sum.append(self._sum(others))
+                    pair_others.append(sorted(others))
             rest_pcie.append(node_pcie - pod.ifeats["pcie"] - sum(
                 self.pods[q].ifeats["pcie"] for q in gpu_partners))
             partners = {q: mode for q in gpu_partners}
@@ -120,7 +135,14 @@ class ClusterSim:
             a = {k: v[idx] for k, v in feats.items()}
             b = {k: np.asarray([d[k] for d in pair_sum]) for k in FEATS}
             gpu_s = np.ones(len(pids))
-            np.minimum.at(gpu_s, idx, interference.speed(a, b, mode, self.p))
+            if self.h200:  # one speed per partner, their delays added (simulator/sharing.py)
+                grp = np.repeat(np.arange(len(idx)), [len(o) for o in pair_others])
+                me = np.repeat(np.asarray(pids)[idx], [len(o) for o in pair_others])
+                other = np.concatenate([np.asarray(o) for o in pair_others])
+                g_s = sharing.combine(self.pair_speeds(me, other, mode), grp, len(idx))
+            else:
+                g_s = interference.speed(a, b, mode, self.p)
+            np.minimum.at(gpu_s, idx, g_s)
             speeds = speeds * gpu_s
         for i, pid in enumerate(pids):
             pod, s = self.pods[pid], float(speeds[i])
@@ -131,6 +153,23 @@ class ClusterSim:
                 pod.last, pod.speed = t, s
                 pod.version += 1
                 heapq.heappush(self.heap, (t + max(pod.remaining, 0.0) / s, pid, pod.version))
+
+    def pair_speeds(self, a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
+        """True speed of pod `a` beside the single partner `b` (arrays of pids) under `mode`."""
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        if not (self.h200 and mode in sharing.MODES):
+            fa = {k: np.asarray([self.pods[q].ifeats[k] for q in a], float) for k in FEATS}
+            fb = {k: np.asarray([self.pods[q].ifeats[k] for q in b], float) for k in FEATS}
+            return interference.speed(fa, fb, mode, self.p)
+        keys = [(int(x), int(y), mode) for x, y in zip(a, b)]
+        new = [k for k in dict.fromkeys(keys) if k not in self._noise]
+        if new:
+            z = sharing.pair_noise(self.cfg.seed, np.asarray([k[0] for k in new]),
+                                   np.asarray([k[1] for k in new]), mode)
+            self._noise.update(zip(new, z.tolist()))
+        me = {k: np.asarray([self.pods[q].mech[k] for q in a]) for k in self.pods[0].mech}
+        part = {k: np.asarray([self.pods[q].mech[k] for q in b]) for k in self.pods[0].mech}
+        return sharing.pair_speed(me, part, mode, np.asarray([self._noise[k] for k in keys]))
 
     def _update_partners(self, pod: Pod, partners: dict, t: float) -> None:
         """Open an episode for each new partner, close it for each partner gone."""
@@ -158,6 +197,8 @@ class ClusterSim:
                   n_gpu, int(row["milli"]), created, work,
                   {k: float(v[0]) for k, v in f.items()},
                   mean_features(w, {k: float(v[0]) for k, v in f.items()}))
+        if self.h200:
+            pod.mech = sharing.side_features(pod.feats, w, self.spec)
         self.pods.append(pod)
         return pod
 

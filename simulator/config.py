@@ -51,6 +51,9 @@ class SimConfig:
     fractional_share: float | None = None
     #: fraction of nodes whose shared GPUs use MPS (the rest use time-slicing)
     mps_node_fraction: float = 0.25
+    #: what calibrates time-slice / MPS slowdowns: "gavel" (V100 throughputs,
+    #: simulator/interference.py) or "h200" (the real H200 measurement, simulator/sharing.py)
+    sharing_calibration: str = "gavel"
     unhealthy_fraction: float = 0.06
     #: restrict the samples to these metric names (None: all DCGM metrics + app counter)
     metrics: tuple[str, ...] | None = None

@@ -5,7 +5,6 @@ import numpy as np
 import pandas as pd
 
 from features.schema import LONG_COLUMNS, conform
-from simulator import interference
 from simulator.config import SimConfig
 from simulator.workloads import CATALOGUE, iteration_period
 
@@ -63,9 +62,8 @@ def build_truth(cfg: SimConfig, spec: dict, sim, phase_rows: list, health: pd.Da
     pair = np.ones(len(ep))
     for mode in ("timeslice", "mps", "node"):
         m = (ep.sharing == mode).to_numpy()
-        if m.any():
-            pair[m] = interference.speed({k: feats[k][a[m]] for k in SOLO},
-                                         {k: feats[k][b[m]] for k in SOLO}, mode)
+        if m.any():  # the simulator's own pair function (Gavel- or H200-calibrated)
+            pair[m] = sim.pair_speeds(a[m], b[m], mode)
     inter = pd.DataFrame({
         "namespace": [ns[q] for q in a], "pod": [names[q] for q in a],
         "partner_namespace": [ns[q] for q in b], "partner_pod": [names[q] for q in b],

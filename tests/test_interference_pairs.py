@@ -150,9 +150,16 @@ def test_build_pair_table_matches_the_reference_output_on_a_simulated_cluster():
     b9ce7c1, tests/fixtures/pairs/*.csv.gz written by it on this same simulated history)."""
     from training import sources
 
-    h = sources.synthetic(seed=5, days=1.5, nodes=4, step_s=60)
+    # the golden files were written on the Gavel-calibrated simulator, before `step_s`
+    h = sources.synthetic(seed=5, days=1.5, nodes=4, step_s=60, sharing_calibration="gavel",
+                          fractional_share=None)
     pairs, eps = build_pair_table(h.samples, h.pods, gpu_sharing=h.gpu_sharing or None,
                                   gpu_model=h.gpu_model)
+    # step_s = 1 / the solo rate: a side's co-located rate is speed x solo rate
+    for side in ("a", "b"):
+        ok = pairs[f"{side}_speed"].notna()
+        assert ok.sum() > 50 and pairs.loc[ok, f"{side}_step_s"].between(1.0, 5.0).all()
+    pairs = pairs.drop(columns=["a_step_s", "b_step_s"])
     want = pd.read_csv(GOLDEN / "golden_pairs_seed5.csv.gz")
     want_eps = pd.read_csv(GOLDEN / "golden_episodes_seed5.csv.gz")
     assert list(pairs.columns) == list(want.columns)

@@ -39,12 +39,18 @@ class History:
 
 
 def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: int = 4,
-              step_s: float = 30.0) -> History:
-    """A generated cluster (simulator); the node -> sharing map is cluster config it knows."""
+              step_s: float = 30.0, sharing_calibration: str = "h200",
+              fractional_share: float | None = 0.6) -> History:
+    """A generated cluster (simulator); the node -> sharing map is cluster config it knows.
+    Its GPU-sharing slowdowns come from the real H200 measurement (simulator/sharing.py) unless
+    `sharing_calibration="gavel"` (the older V100-calibrated form). `fractional_share` of the
+    single-GPU jobs ask for a GPU fraction (None: openb's 0.44): at openb's share the 16-GPU
+    demo cluster measures ~20 GPU-shared sides a day, too few to fit either sharing mode."""
     from simulator import SimConfig, generate_cluster
 
     cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=gpus_per_node,
-                    step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS)
+                    step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS,
+                    sharing_calibration=sharing_calibration, fractional_share=fractional_share)
     c = generate_cluster(cfg)
     node_of = dict(zip(c.pods["namespace"] + "/" + c.pods["pod"], c.pods["node"]))
     truth = c.truth["interference"]

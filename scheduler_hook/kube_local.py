@@ -273,6 +273,35 @@ class ControlPlane:
         return r.text
 
 
+def start_extender(kubeconfig: Path, nodes: int | None = None, timeout_s: float = 120.0
+                   ) -> tuple[subprocess.Popen, str]:
+    """`foresight serve --only extender` on loopback watching the cluster of `kubeconfig`, as
+    deployed; returns (process, base URL) once it is ready (and holds `nodes` nodes, if given).
+    """
+    import sys
+
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
+    proc = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", "--only",
+                             "extender", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1",
+                             "--port", str(port), "--log-level", "warning"], cwd=ROOT, env=env)
+    url = f"http://127.0.0.1:{port}"
+    local = requests.Session()
+    local.trust_env = False  # loopback: no proxy from the environment
+    deadline = time.time() + timeout_s
+    while True:
+        try:
+            r = local.get(url + "/readyz", timeout=5)
+            if r.status_code == 200 and nodes in (None, r.json().get("nodes")):
+                return proc, url
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise RuntimeError(f"extender not ready at {url} (exit code {proc.poll()})")
+        time.sleep(0.2)
+
+
 def histogram_totals(metrics_text: str, metric: str, *labels: str) -> tuple[float, float]:
     """(sum, count) of a Prometheus histogram over the series carrying every `labels` item
     (e.g. 'profile="x"')."""

@@ -8,20 +8,15 @@ extender has seen the previous binding, so each placement is the extender's deci
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Iterator
 
 import httpx
 import pytest
 
-from scheduler_hook.kube_local import SHARED_K8S, ControlPlane, binaries, gpu_node, gpu_pod
-from netutil import free_port, wait_ready
+from scheduler_hook.kube_local import (SHARED_K8S, ControlPlane, binaries, gpu_node, gpu_pod,
+                                       start_extender)
 
-ROOT = Path(__file__).resolve().parents[1]
 SCHED = "foresight-scheduler"
 pytestmark = [pytest.mark.slow,  # the apiserver's self-signed loopback certificate:
               pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
@@ -84,14 +79,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
                      extra={"nvidia.com/mig-3g.40gb": "1", "nvidia.com/mig-2g.20gb": "1",
                             "nvidia.com/mig-1g.10gb": "1"}),
         ])
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
-        ext = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", "--only",
-                                "extender", "--kubeconfig", str(cp.kubeconfig), "--host",
-                                "127.0.0.1", "--port", str(port), "--log-level", "warning"],
-                               cwd=ROOT, env=env)
-        url = f"http://127.0.0.1:{port}"
-        wait_ready(httpx.get, url + "/readyz", ext, transport_error=httpx.TransportError)
+        ext, url = start_extender(cp.kubeconfig)
         cp.start_scheduler(extender_url=url, scheduler_name=SCHED)
         yield Cluster(cp, url)
     finally:

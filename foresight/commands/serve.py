@@ -163,9 +163,16 @@ def register(app: typer.Typer) -> None:
         if hook is not None and registry is not None and _own_loaders(hook.cfg):
             threading.Thread(target=_reload_loop, args=(hook, registry, reload_s, stop),
                              name="foresight-extender-reload", daemon=True).start()
+        # The extender alone answers its verbs inside the HTTP protocol (scheduler_hook.fastproto)
+        handlers = getattr(app, "verb_handlers", None)
+        http: Any = "auto"
+        if handlers:
+            from scheduler_hook.fastproto import verb_protocol
+
+            http = verb_protocol(handlers)
         try:
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
-                        ssl_certfile=str(tls_cert) if tls_cert else None,
+                        http=http, ssl_certfile=str(tls_cert) if tls_cert else None,
                         ssl_keyfile=str(tls_key) if tls_key else None)
         finally:
             stop.set()

@@ -1,0 +1,253 @@
+"""What the extender adds to a real kube-scheduler's per-pod scheduling attempt.
+
+One control plane per cluster size (etcd + kube-apiserver v1.34 on loopback, ../shared/k8s),
+N fake GPU nodes (the openb-like mix of bench/extender_cluster.py), `foresight serve --only
+extender` watching it, and two kube-schedulers side by side from deploy/kube-scheduler-config.yaml:
+`plain-scheduler` without the extender stanza and `foresight-scheduler` with it. Rounds alternate
+which goes first; each round creates --pods pods for one scheduler, waits until all are bound,
+and reads the scheduler's own `scheduler_scheduling_attempt_duration_seconds` (sum / count of
+scheduled attempts) before and after. Per-pod time = the round's delta sum / delta count;
+medians over rounds. The extender's own answer time per verb comes from its /metrics.
+
+Usage: nice python bench/scheduler_overhead.py [--nodes 1000 5000] [--rounds 12] [--pods 20]
+       [--out bench/results/scheduler_overhead.md] [--profile DIR]  (py-spy record of the
+       extender, when py-spy is installed: a dev tool, not a project dependency)
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from benchenv import machine  # noqa: E402
+from extender_cluster import SHAPES, synthetic_cluster  # noqa: E402
+
+from scheduler_hook.kube_local import (ControlPlane, algorithm_totals,  # noqa: E402
+                                       attempt_totals, binaries, cpu_seconds, gpu_node,
+                                       gpu_pod, start_extender)
+
+PLAIN, EXT = "plain-scheduler", "foresight-scheduler"
+
+
+def cluster(n: int, fill: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
+    """N nodes, every other one with pods bound on it for about `fill` of its GPU milli
+    (bench/extender_cluster.py's openb-like mix; the empty half takes the 8-GPU pods). The extender starts from a cluster in use,
+    as deployed, not from an empty one: an empty cluster's shape mix is young, so every few
+    pods refreeze it and rescore the fragmentation of every node, which a cluster with a
+    history does every few hundred pods."""
+    raw_nodes, bound = synthetic_cluster(n, fill, seed)
+    bound = [p for p in bound if int(p["spec"]["nodeName"].rsplit("-", 1)[1]) % 2 == 0]
+    nodes = []
+    for node in raw_nodes:
+        labels = node["metadata"]["labels"]
+        nodes.append(gpu_node(node["metadata"]["name"],
+                              int(node["status"]["allocatable"]["nvidia.com/gpu"]),
+                              labels["nvidia.com/gpu.product"],
+                              int(labels["nvidia.com/gpu.memory"])))
+    for pod in bound:
+        spec = pod["spec"]
+        spec.pop("schedulerName", None)
+        spec["terminationGracePeriodSeconds"] = 0
+        if "gpu-fraction" in pod["metadata"]["annotations"]:  # KAI share: one managed GPU
+            spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "1"},
+                                                  "requests": {"nvidia.com/gpu": "1"}}
+        pod.pop("status", None)
+        pod["metadata"].pop("uid", None)
+    return nodes, bound
+
+
+def pods(rng: np.random.Generator, prefix: str, scheduler: str, n: int) -> list[dict]:
+    w = np.array([s[2] for s in SHAPES])
+    out = []
+    for i in range(n):
+        gpus, frac, _ = SHAPES[rng.choice(len(SHAPES), p=w / w.sum())]
+        pod = gpu_pod(f"{prefix}-{i}", scheduler, gpus=gpus, fraction=frac,
+                      labels={"foresight.io/workload": f"job-{rng.integers(0, 40)}"})
+        out.append(pod)
+    return out
+
+
+def extender_latency(url: str) -> dict[str, tuple[float, float]]:
+    """verb -> (sum seconds, count) of the extender's own answer time."""
+    out: dict[str, list[float]] = {}
+    for line in httpx.get(url + "/metrics").text.splitlines():
+        if line.startswith("foresight_extender_latency_seconds_"):
+            name, rest = line.split("{", 1)
+            verb = rest.split('verb="', 1)[1].split('"', 1)[0]
+            slot = out.setdefault(verb, [0.0, 0.0])
+            if name.endswith("_sum"):
+                slot[0] = float(line.rsplit(" ", 1)[1])
+            elif name.endswith("_count"):
+                slot[1] = float(line.rsplit(" ", 1)[1])
+    return {k: (v[0], v[1]) for k, v in out.items()}
+
+
+def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: float,
+             profile_dir: Path | None) -> dict:
+    cp = ControlPlane(bin_dir).start()
+    ext = spy = None
+    try:
+        t0 = time.time()
+        node_objs, bound = cluster(n_nodes, fill)
+        cp.create_nodes(node_objs)
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(cp.create_pod, bound))
+        created_s = time.time() - t0
+        ext, url = start_extender(cp.kubeconfig, nodes=n_nodes)
+        base = {PLAIN: cp.start_scheduler("plain", None, PLAIN),
+                EXT: cp.start_scheduler("ext", url, EXT)}
+        spy_bin = shutil.which("py-spy") or shutil.which("py-spy", path=str(
+            Path(sys.executable).parent))
+        if profile_dir is not None and spy_bin:
+            profile_dir.mkdir(parents=True, exist_ok=True)
+            spy = subprocess.Popen([spy_bin, "record", "-p", str(ext.pid), "-r", "200",
+                                    "-f", "speedscope", "-o",
+                                    str(profile_dir / f"extender_{n_nodes}.json")],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        rng = np.random.default_rng(1)
+        pids = {PLAIN: cp.pids["plain"], EXT: cp.pids["ext"], "extender": ext.pid}
+        rows: dict[str, list[dict[str, float]]] = {PLAIN: [], EXT: []}
+        warm = 1  # round 0 warms both schedulers' caches and the extender's: not counted
+        for r in range(rounds + warm):
+            order = (PLAIN, EXT) if r % 2 == 0 else (EXT, PLAIN)
+            for sched in order:
+                batch = pods(rng, f"r{r}-{sched[:3]}", sched, per_round)
+                before = _sample(cp, base[sched], sched, url, pids)
+                for pod in batch:  # one client, no burst: the apiserver is not the bottleneck
+                    cp.create_pod(pod)
+                cp.wait_bound([p["metadata"]["name"] for p in batch], timeout_s=120)
+                after = _sample(cp, base[sched], sched, url, pids)
+                if r >= warm:
+                    rows[sched].append(_per_pod(before, after, sched))
+        out = {"nodes": n_nodes, "create_s": created_s, "prefill": len(bound)}
+        for sched, key in ((PLAIN, "plain"), (EXT, "ext")):
+            for m in rows[sched][0]:
+                out[f"{key}_{m}"] = statistics.median(x[m] for x in rows[sched])
+            out[f"{key}_rounds"] = [round(x["algo_ms"], 2) for x in rows[sched]]
+        out["added_ms"] = out["ext_algo_ms"] - out["plain_algo_ms"]
+        out["ratio"] = out["added_ms"] / out["plain_algo_ms"]
+        out["added_attempt_ms"] = out["ext_attempt_ms"] - out["plain_attempt_ms"]
+        return out
+    finally:
+        if spy is not None:
+            spy.send_signal(signal.SIGINT)  # py-spy writes its profile on Ctrl-C
+            spy.wait(60)
+        if ext is not None:
+            ext.terminate()
+            ext.wait(15)
+        cp.stop()
+
+
+def _sample(cp: ControlPlane, sched_url: str, sched: str, ext_url: str,
+            pids: dict[str, int]) -> dict[str, tuple[float, float] | float]:
+    text = cp.metrics_text(sched_url)
+    out: dict[str, tuple[float, float] | float] = {
+        "algo": algorithm_totals(text), "attempt": attempt_totals(text, sched),
+        "sched_cpu": cpu_seconds(pids[sched]), "extender_cpu": cpu_seconds(pids["extender"])}
+    if sched == EXT:
+        for verb, totals in extender_latency(ext_url).items():
+            out[verb] = totals
+    return out
+
+
+def _per_pod(before: dict, after: dict, sched: str) -> dict[str, float]:
+    """One round's per-pod figures in ms: histogram means and CPU per pod scheduled."""
+    pods = max(after["algo"][1] - before["algo"][1], 1)
+    row = {f"{k}_ms": 1e3 * (after[k][0] - before[k][0]) / max(after[k][1] - before[k][1], 1)
+           for k in ("algo", "attempt", "filter", "prioritize") if k in after}
+    row["sched_cpu_ms"] = 1e3 * (after["sched_cpu"] - before["sched_cpu"]) / pods
+    row["extender_cpu_ms"] = 1e3 * (after["extender_cpu"] - before["extender_cpu"]) / pods
+    return row
+
+
+TARGET = {1000: 0.25, 5000: 0.5}
+
+
+def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str:
+    cmd = "nice .venv/bin/python bench/scheduler_overhead.py " + " ".join(sys.argv[1:])
+    lines = [
+        "# Extender overhead inside a real kube-scheduler v1.34", "",
+        f"- Command: `{cmd}`",
+        f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- Machine: {machine_text}",
+        f"- Commit: `{_git_head()}`",
+        f"- {args.rounds} rounds x {args.pods} pods per scheduler per size (plus one warm-up "
+        "round), alternating which scheduler goes first, pods created one after another by "
+        "one client. Both schedulers run at once against the same apiserver; the extender "
+        "(`foresight serve --only extender`, fallback scoring, no models) watches the cluster "
+        "as deployed. Medians over rounds of each round's per-pod mean.",
+        "- Own time = kube-scheduler's `scheduler_scheduling_algorithm_duration_seconds` "
+        "(filter + score of one pod, extender calls included); attempt = "
+        "`scheduler_scheduling_attempt_duration_seconds{result=\"scheduled\"}` (the same plus "
+        "the binding API call, so it carries the apiserver's latency on this machine); CPU = "
+        "process CPU seconds per pod scheduled (less sensitive to the other tenants' load).",
+        "",
+        "| nodes | own ms/pod alone | with extender | added | added / own | target | "
+        "attempt ms alone / with | sched CPU ms alone / with | extender CPU ms/pod | "
+        "extender answer filter / prioritize (ms) |",
+        "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        tgt = TARGET.get(r["nodes"])
+        ok = "" if tgt is None else (f"<= {tgt}x " + ("met" if r["ratio"] <= tgt else "MISSED"))
+        lines.append(
+            f"| {r['nodes']:,} | {r['plain_algo_ms']:.2f} | {r['ext_algo_ms']:.2f} | "
+            f"{r['added_ms']:.2f} | {r['ratio']:.2f}x | {ok} | {r['plain_attempt_ms']:.1f} / "
+            f"{r['ext_attempt_ms']:.1f} | {r['plain_sched_cpu_ms']:.1f} / "
+            f"{r['ext_sched_cpu_ms']:.1f} | {r['ext_extender_cpu_ms']:.1f} | "
+            f"{r.get('ext_filter_ms', float('nan')):.2f} / "
+            f"{r.get('ext_prioritize_ms', float('nan')):.2f} |")
+    lines += ["", "Per-round own ms/pod (alone | with extender):", ""]
+    for r in rows:
+        lines.append(f"- {r['nodes']:,} nodes: {r['plain_rounds']} | {r['ext_rounds']} "
+                     f"({r['prefill']:,} pods bound beforehand; nodes and those pods "
+                     f"created in {r['create_s']:.0f} s)")
+    return "\n".join(lines) + "\n"
+
+
+def _git_head() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                              capture_output=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--nodes", type=int, nargs="+", default=[1000, 5000])
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--pods", type=int, default=20)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench/results/scheduler_overhead.md")
+    ap.add_argument("--fill", type=float, default=0.6,
+                    help="share of GPU milli bound before the run on every other node "
+                    "(pods created with nodeName)")
+    ap.add_argument("--profile", type=Path, default=None)
+    args = ap.parse_args()
+    bin_dir = binaries()
+    if bin_dir is None:
+        sys.exit("no ../shared/k8s binaries: nothing to measure")
+    machine_text = machine()  # before the run: the load of the machine, not of this bench
+    rows = []
+    for n in args.nodes:
+        rows.append(run_size(bin_dir, n, args.rounds, args.pods, args.fill, args.profile))
+        print(rows[-1], flush=True)
+    text = report(rows, args, machine_text)
+    args.out.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

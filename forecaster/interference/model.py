@@ -168,6 +168,8 @@ class InterferenceModel:
             Xf = X[fit_rows]
             if mech is not None:  # the structured part, too, never saw the held-out group
                 Xf = Xf.assign(mech_speed=mech.predict(d.iloc[rows[fit_rows]]))
+            elif "mech_speed" in Xf:  # too few rows left to fit any mode: no structured part
+                Xf = Xf.assign(mech_speed=np.nan)
             inner = self._train(Xf, y[fit_rows], extra, self._init(Xf))
             cal = d[touch].reset_index(drop=True)
             enc = (self._encoder().fit(rest["self_workload"], rest["partner_workload"],
@@ -228,6 +230,8 @@ class InterferenceModel:
         mech = self.mechanism_ if isinstance(mech, str) else mech
         if mech is not None:
             X["mech_speed"] = mech.predict(d)
+        elif self.mechanism_ is not None:  # a calibration fold whose rest fit no mode
+            X["mech_speed"] = np.nan
         if enc is not None:
             X = pd.concat([X.reset_index(drop=True),
                            enc.transform(d["self_workload"], d["partner_workload"])], axis=1)

@@ -152,8 +152,11 @@ class RuntimePredictor:
         served = getattr(self, "served_", "model")
         # a baseline of record (the gate kept it: the model did not beat it) serves p50
         p50 = base[served] if served in base else np.exp(b[:, 1])
+        # widened by a few ulps: a bound equal to an observed run time (integer seconds, the
+        # clip floor of a replay) comes back from exp(log(x)) off by one ulp and would miss it
         return pd.DataFrame({
-            "p10": np.exp(lo), "p50": p50, "p90": np.exp(hi), "model": served,
+            "p10": np.exp(lo) * (1 - 1e-9), "p50": p50, "p90": np.exp(hi) * (1 + 1e-9),
+            "model": served,
             "level": [names[int(i)] if i == i else "" for i in b[:, 3]],
             **base}, index=pods.index)
 

@@ -52,6 +52,9 @@ def accuracy(jobs: Jobs, pred: pd.DataFrame, mask: np.ndarray) -> dict:
     p = pred.loc[np.flatnonzero(mask)]
     if not len(y):
         return {}
+    # relative tolerance: many run times sit on the clip floor (an atom), and a quantile read
+    # back through exp(log(x)) lands a few ulps off it; that is not a miss
+    lo, hi = p["p10"].to_numpy() * (1 - 1e-9), p["p90"].to_numpy() * (1 + 1e-9)
     return {"mae_min": round(float(np.mean(np.abs(p["p50"].to_numpy() - y))) / 60, 1),
-            "coverage": round(float(((y >= p["p10"]) & (y <= p["p90"])).mean()), 3),
-            "below_p90": round(float((y <= p["p90"].to_numpy()).mean()), 3), "n": int(len(y))}
+            "coverage": round(float(((y >= lo) & (y <= hi)).mean()), 3),
+            "below_p90": round(float((y <= hi).mean()), 3), "n": int(len(y))}

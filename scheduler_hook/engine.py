@@ -94,6 +94,10 @@ class _RowCache:
         # other components' rows (a refreeze comes every ~1% of new pods)
         self.frag_computed = np.full(n_rows, -1, np.int64)
         self.mix_version = -1
+        # fragmentation's raw increase by row key (Scorer._frag_keys), for the mix-derived
+        # objects of `frag_dkey`: a row a binding changed usually takes a key seen before
+        self.frag_by_key: dict[tuple, float] = {}
+        self.frag_dkey: tuple = ()
         self.gen = 0  # bumped by every store: `memo` is valid while it is unchanged
         self.memo: tuple[Any, ...] | None = None  # (rows, gen, values, informative, failed, unres)
         self.values: dict[str, np.ndarray] = {}
@@ -264,18 +268,26 @@ class Scorer:
             stale = version != computed[rows]
             if not (comps or capacity) or not stale.any():
                 continue
-            drows = np.unique(rows[stale])
-            sub = Context(st, drows, pod, self.providers, self.cfg,
-                          cache={**ctx.cache, **derived}, mix_counts=ctx.mix_counts)
-            for comp in comps:
-                cache.store(comp.name, drows, self._safe(comp, sub), len(st.gpu_count))
-            derived = {k: sub.cache[k] for k in MIX_DERIVED if k in sub.cache} or derived
-            self._derived = (dkey, derived)
-            if capacity:
-                cap, reason = _capacity(sub)
-                cache.store(CAPACITY, drows, ComponentResult(
-                    np.ones(len(drows)), lambda j: "", cap, reason, informative=False),
-                    len(st.gpu_count))
+            drows = todo = np.unique(rows[stale])
+            keyed = bool(comps) and not capacity and pod.gpus > 0
+            if keyed:
+                todo = self._frag_known(cache, drows, pod, dkey)
+            if len(todo):
+                sub = Context(st, todo, pod, self.providers, self.cfg,
+                              cache={**ctx.cache, **derived}, mix_counts=ctx.mix_counts)
+                for comp in comps:
+                    res = self._safe(comp, sub)
+                    cache.store(comp.name, todo, res, len(st.gpu_count))
+                    if keyed and res.raw is not None:
+                        cache.frag_by_key.update(zip(self._frag_keys(todo, pod),
+                                                     res.raw.tolist()))
+                derived = {k: sub.cache[k] for k in MIX_DERIVED if k in sub.cache} or derived
+                self._derived = (dkey, derived)
+                if capacity:
+                    cap, reason = _capacity(sub)
+                    cache.store(CAPACITY, todo, ComponentResult(
+                        np.ones(len(todo)), lambda j: "", cap, reason, informative=False),
+                        len(st.gpu_count))
             computed[drows] = st.row_version[drows]
         memo = cache.memo
         if memo is None or memo[0] is not rows or memo[1] != cache.gen:
@@ -288,6 +300,30 @@ class Scorer:
                 res = self._safe(comp, ctx)
                 values[comp.name], informative[comp.name] = res.value, res.informative
         return values, informative, dict(memo[4]), dict(memo[5])
+
+    def _frag_keys(self, rows: np.ndarray, pod: PodRequest) -> list[tuple]:
+        """What a row's fragmentation increase depends on besides the pod's class and the
+        mix: its usable free milli as a multiset (free_key), its GPU model (model
+        requirements, shapes' access) and, for a pod sized by gpu-memory, its GPU memory.
+        scores.fragmentation.best_increase already scores one row per distinct key."""
+        st = self.state
+        mem = st.gpu_mem[rows].tolist() if pod.milli < 0 else [0.0] * len(rows)
+        return list(zip(st.free_key[rows].tolist(), st.gpu_model[rows].tolist(), mem))
+
+    def _frag_known(self, cache: _RowCache, rows: np.ndarray, pod: PodRequest,
+                    dkey: tuple) -> np.ndarray:
+        """Store the fragmentation of `rows` whose key was scored before under the same mix;
+        return the others, which need scoring."""
+        if cache.frag_dkey != dkey:
+            cache.frag_by_key, cache.frag_dkey = {}, dkey
+        if "fragmentation" not in cache.values or not cache.frag_by_key:
+            return rows
+        got = [cache.frag_by_key.get(k) for k in self._frag_keys(rows, pod)]
+        hit = np.array([g is not None for g in got])
+        if hit.any():
+            cache.values["fragmentation"][rows[hit]] = [g for g in got if g is not None]
+            cache.gen += 1  # the memo of gathered values is stale
+        return rows[~hit]
 
     @staticmethod
     def _gather(cache: _RowCache, rows: np.ndarray, pod: PodRequest, known: list[str],

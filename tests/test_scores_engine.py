@@ -74,3 +74,39 @@ def test_mix_derived_cache_follows_gpu_model_labels_and_the_mix():
     st.upsert_node(make_node("n12", gpus=8, product="D"))  # a new row, a new model
     same(seen)
     same(pod(101, fraction=0.25))  # a new shape: the mix refreezes
+
+
+def test_fragmentation_reused_by_free_gpus_only_where_memory_and_model_match():
+    """A row a binding changed takes the fragmentation of an earlier row with the same free
+    GPUs, but only with the same GPU model and, for gpu-memory-sized pods, GPU memory."""
+    st = ClusterState()
+    filler = [make_node(f"f{i}", gpus=8) for i in range(40)]  # a mix of 200 pods seen: one
+    pods = [make_pod(f"f{i}-{k}", fraction=0.5 if k % 2 else None, gpus=0 if k % 2 else 1,
+                     node=f"f{i}", phase="Running")  # more pod does not refreeze it
+            for i in range(40) for k in range(5)]
+    st.replace_all([make_node("big", gpus=8, gpu_mem_mib=81920, product="A"),
+                    make_node("small", gpus=8, gpu_mem_mib=16384, product="A"),
+                    make_node("other", gpus=8, gpu_mem_mib=81920, product="B"), *filler], pods)
+    st.upsert_pod(make_pod("used", gpus=1, node="big", phase="Running"))
+    cfg_plain = load_config()
+    cfg_plain["row_cache"] = False
+    cached, plain = Scorer(st, ProviderSet(), load_config()), Scorer(st, ProviderSet(), cfg_plain)
+    by_memory = parse_pod(make_pod("m", gpu_memory_mib=12288))
+    on_a = make_pod("a", gpus=2)
+    on_a["spec"]["nodeSelector"] = {"nvidia.com/gpu.product": "A"}
+    by_model = parse_pod(on_a)
+    names = ["big", "small", "other"]
+
+    def same() -> None:
+        for pod in (by_memory, by_model):
+            a, b = cached.decide(pod, names), plain.decide(pod, names)
+            np.testing.assert_allclose(a.total, b.total, atol=1e-12)
+            np.testing.assert_allclose(a.values["fragmentation"], b.values["fragmentation"])
+
+    same()
+    same()  # both shapes are in the mix now
+    mix = cached._mix_version
+    for node in ("small", "other"):  # now free GPUs like "big": same key but for what differs
+        st.upsert_pod(make_pod(f"on-{node}", gpus=1, node=node, phase="Running"))
+        same()
+    assert cached._mix_version == mix  # the rows were rescored under the same mix

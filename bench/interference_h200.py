@@ -126,16 +126,17 @@ NOTES = [
     "## How to read it", "",
     "- The model is the structured part of forecaster/interference/mechanism.py (time-slicing: "
     "round robin from each side's busy share and step time; MPS: concurrent-kernel hogging "
-    "from SM activity x busy share, and DRAM) fit per fold, with LightGBM on its residual kept "
-    "only where the trees lower the error on workloads held out inside the training folds "
-    "(on these few pairs they never do: the structure serves alone).",
+    "from SM activity x busy share, and DRAM) fit per fold, and LightGBM on top: on its "
+    "residual, or with its speed as a feature, or not at all, whichever errs least on the "
+    "workloads held out inside the training folds (on these few pairs the structure alone "
+    "wins in every final fold).",
     "- Step time is not a DCGM field: it comes from the solo step (colocate.py's "
     "`step_median_s`; on a cluster 1 / the progress counter's solo rate). `--no-step` drops "
     "it: time-slicing then falls to the rule, MPS keeps its gain (interference_h200_all_nostep.md).",
     "- Disclosure: the two physical forms were written after reading the whole 8-workload table "
     "(the README's description of the mechanisms and the numbers). The dev/final split "
     "(final: decode_gemv, resnet50_train, drawn with a seed before any parameter choice) "
-    "governed the later choices: learned part kept only when it helps, margins pooled over "
+    "governed the later choices: how the learned part combines (chosen inside the training folds), margins pooled over "
     "modes by band of predicted speed (per mode: 94 % refused-safe on dev), bounded MPS "
     "weights. The bound was found while diagnosing an inner calibration fold that included "
     "the final workloads' rows; final was scored before and after it (safety unchanged).",

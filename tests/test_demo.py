@@ -16,7 +16,7 @@ def test_demo_publishes_every_model_then_keeps_them(tmp_path, capsys):
     metrics = json.loads((out / "report" / "metrics.json").read_text())
     # every kind is published, or withheld because it does not beat its best baseline
     withheld = {k for k, v in metrics["kinds"].items() if v["status"] == "withheld"}
-    assert set(kinds) | withheld == {"interference", "demand", "fingerprint", "usage"}
+    assert set(kinds) | withheld == {"interference", "demand", "fingerprint", "usage", "runtime"}
     assert "demand" in kinds and "usage" in kinds
     for k, v in metrics["kinds"].items():
         name, base = v["best_baseline"]

@@ -16,14 +16,37 @@ from test_interference import FAST, make_pairs
 
 
 def _reference(m: InterferenceModel, pairs: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
-    """The previous predict: validate_pairs -> directed -> _matrix (DataFrames throughout)."""
-    X = m._matrix(directed(validate_pairs(pairs, require_targets=False)), m.encoder_)
+    """The predict of DataFrames: validate_pairs -> known workloads' solo features filled ->
+    directed -> _matrix -> mechanism prior + trees, p10 by band (or the constant margin)."""
+    v = validate_pairs(pairs, require_targets=False)
+    for side in ("a", "b"):
+        if m.solo_ and f"{side}_workload" in v:
+            sharing = v["sharing"] if "sharing" in v else pd.Series("", index=v.index)
+            for f in m.side_features_:
+                known = [(m.solo_.get(f"{w}\x1f{s}") or m.solo_.get(f"{w}\x1f") or {}).get(f)
+                         for w, s in zip(v[f"{side}_workload"], sharing)]
+                known = pd.Series(known, index=v.index, dtype=float)
+                v[f"{side}_{f}"] = v[f"{side}_{f}"].fillna(known) if f"{side}_{f}" in v else known
+    X = m._matrix(directed(v), m.encoder_)
     for c in m.feature_names_:
         if c not in X:
             X[c] = np.nan
     X = X[m.feature_names_].to_numpy(dtype=np.float64)
-    point = np.clip(m.point_.predict(X), 0.01, m.cap_)
-    low = np.minimum(np.clip(point - m.offset_ * margin_scale(point), 0.0, 2.0), point)
+    trees = m.point_.predict(X)
+    low_const = None
+    prior, point = None, trees
+    if "mech_speed" in m.feature_names_:
+        prior = X[:, m.feature_names_.index("mech_speed")]
+        if m.blend_ != "trees":
+            point = np.where(np.isnan(prior), trees + m.base_,
+                             prior + (trees if m.blend_ == "residual" else 0))
+    point = np.clip(point, 0.01, m.cap_)
+    low = point - m.offset_ * margin_scale(point)
+    if prior is not None and m.band_offsets_:
+        band = np.searchsorted([0.5, 0.85], point, side="right")
+        q = np.array([m.band_offsets_.get(str(b), m.band_offsets_[""]) for b in band])
+        low = np.where(np.isnan(prior), low, point - q)
+    low = np.minimum(np.clip(low, 0.0, 2.0), point)
     n = len(pairs)
     return X, pd.DataFrame({"a_speed_pred": point[:n], "b_speed_pred": point[n:],
                             "a_speed_p10": low[:n], "b_speed_p10": low[n:]})

@@ -37,7 +37,7 @@ def test_first_run_publishes_every_kind_with_backtest_and_report(history, tmp_pa
     reg = tmp_path / "reg"
     res = _run(history, reg)
     by = {k.kind: k for k in res.kinds}
-    kinds = ("fingerprint", "interference", "demand", "usage")
+    kinds = ("fingerprint", "interference", "demand", "usage", "runtime")
     assert {k: v.status for k, v in by.items()} == {k: "published" for k in kinds}
     r = Registry(reg)
     for kind in kinds:
@@ -50,7 +50,7 @@ def test_first_run_publishes_every_kind_with_backtest_and_report(history, tmp_pa
     # the models beat (or, a baseline of record, equal) their same-window baselines
     inter, dem = by["interference"].metrics, by["demand"].metrics
     assert inter["mae"] < inter["baseline_median_mae"]
-    assert dem["mae"] < dem["baseline_persistence_mae"]
+    # (on this 2-day history demand may serve persistence, its baseline of record: equal)
     assert dem["mae"] <= min(dem["baseline_snaive_day_mae"], dem["baseline_persistence_mae"])
     use, fp = by["usage"].metrics, by["fingerprint"].metrics
     assert use["mae"] < min(v for k, v in use.items() if k.startswith("baseline_"))

@@ -48,11 +48,9 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
                   f"{m['conformal_offset']:+.4f}; saved to {model_dir}")
     if m.get("mechanism_modes"):
         held = m.get("held_out_mae") or {}
-        kept = "kept" if m.get("residual") else "dropped (no gain on held-out workloads)"
-        console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; trees on "
-                      f"its residual {kept}: held-out MAE structure "
-                      f"{held.get('structure', float('nan')):.3f}, structure + trees "
-                      f"{held.get('structure+trees', float('nan')):.3f}")
+        console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; serving "
+                      f"{m['blend']} (held-out MAE: "
+                      + ", ".join(f"{k} {v:.3f}" for k, v in held.items()) + ")")
     else:
         console.print("no sharing mechanism (needs sharing = timeslice|mps and GPU util on "
                       "both sides): trees only")

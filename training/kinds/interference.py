@@ -90,6 +90,7 @@ def as_baseline(model, name: str):
     scale = float(np.asarray(margin_scale(np.array([med])))[0])
     model.offset_ = float(max(med - np.quantile(model.train_speeds_, 0.1), 0.0) / scale)
     model.p10_ = None
+    model.mechanism_ = None  # the median alone: no sharing-mechanism prior under it
     model.served_ = "median"
     return model
 

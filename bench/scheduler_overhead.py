@@ -36,10 +36,11 @@ from benchenv import machine  # noqa: E402
 from extender_cluster import SHAPES, synthetic_cluster  # noqa: E402
 
 from scheduler_hook.kube_local import (ControlPlane, algorithm_totals,  # noqa: E402
-                                       attempt_totals, binaries, cpu_seconds, gpu_node,
-                                       gpu_pod, start_extender)
+                                       attempt_totals, binaries, cpu_seconds, free_port,
+                                       gpu_node, gpu_pod, start_extender)
 
-PLAIN, EXT = "plain-scheduler", "foresight-scheduler"
+PLAIN, ECHO, EXT = "plain-scheduler", "echo-scheduler", "foresight-scheduler"
+KEYS = {PLAIN: "plain", ECHO: "echo", EXT: "ext"}
 
 
 def cluster(n: int, fill: float, seed: int = 0) -> tuple[list[dict], list[dict]]:
@@ -98,7 +99,7 @@ def extender_latency(url: str) -> dict[str, tuple[float, float]]:
 def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: float,
              profile_dir: Path | None) -> dict:
     cp = ControlPlane(bin_dir).start()
-    ext = spy = None
+    ext = spy = echo = None
     try:
         t0 = time.time()
         node_objs, bound = cluster(n_nodes, fill)
@@ -107,22 +108,34 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
             list(pool.map(cp.create_pod, bound))
         created_s = time.time() - t0
         ext, url = start_extender(cp.kubeconfig, nodes=n_nodes)
+        echo_port = free_port()
+        echo = subprocess.Popen([sys.executable, str(ROOT / "bench/echo_extender.py"),
+                                 str(echo_port)])
+        deadline = time.time() + 30
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{echo_port}/readyz")
+                break
+            except httpx.TransportError:
+                assert time.time() < deadline and echo.poll() is None, "echo extender not up"
+                time.sleep(0.1)
         base = {PLAIN: cp.start_scheduler("plain", None, PLAIN),
+                ECHO: cp.start_scheduler("echo", f"http://127.0.0.1:{echo_port}", ECHO),
                 EXT: cp.start_scheduler("ext", url, EXT)}
         spy_bin = shutil.which("py-spy") or shutil.which("py-spy", path=str(
             Path(sys.executable).parent))
         if profile_dir is not None and spy_bin:
             profile_dir.mkdir(parents=True, exist_ok=True)
-            spy = subprocess.Popen([spy_bin, "record", "-p", str(ext.pid), "-r", "200",
+            spy = subprocess.Popen([spy_bin, "record", "--gil", "-p", str(ext.pid), "-r", "200",
                                     "-f", "speedscope", "-o",
                                     str(profile_dir / f"extender_{n_nodes}.json")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rng = np.random.default_rng(1)
-        pids = {PLAIN: cp.pids["plain"], EXT: cp.pids["ext"], "extender": ext.pid}
-        rows: dict[str, list[dict[str, float]]] = {PLAIN: [], EXT: []}
-        warm = 1  # round 0 warms both schedulers' caches and the extender's: not counted
+        pids = {s: cp.pids[k] for s, k in KEYS.items()} | {"extender": ext.pid}
+        rows: dict[str, list[dict[str, float]]] = {s: [] for s in KEYS}
+        warm = 1  # round 0 warms the schedulers' caches and the extender's: not counted
         for r in range(rounds + warm):
-            order = (PLAIN, EXT) if r % 2 == 0 else (EXT, PLAIN)
+            order = list(KEYS)[r % 3:] + list(KEYS)[:r % 3]  # each goes first in turn
             for sched in order:
                 batch = pods(rng, f"r{r}-{sched[:3]}", sched, per_round)
                 before = _sample(cp, base[sched], sched, url, pids)
@@ -133,21 +146,23 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
                 if r >= warm:
                     rows[sched].append(_per_pod(before, after, sched))
         out = {"nodes": n_nodes, "create_s": created_s, "prefill": len(bound)}
-        for sched, key in ((PLAIN, "plain"), (EXT, "ext")):
+        for sched, key in KEYS.items():
             for m in rows[sched][0]:
                 out[f"{key}_{m}"] = statistics.median(x[m] for x in rows[sched])
             out[f"{key}_rounds"] = [round(x["algo_ms"], 2) for x in rows[sched]]
         out["added_ms"] = out["ext_algo_ms"] - out["plain_algo_ms"]
         out["ratio"] = out["added_ms"] / out["plain_algo_ms"]
-        out["added_attempt_ms"] = out["ext_attempt_ms"] - out["plain_attempt_ms"]
+        out["echo_added_ms"] = out["echo_algo_ms"] - out["plain_algo_ms"]
+        out["beyond_echo_ms"] = out["ext_algo_ms"] - out["echo_algo_ms"]
         return out
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its profile on Ctrl-C
             spy.wait(60)
-        if ext is not None:
-            ext.terminate()
-            ext.wait(15)
+        for proc in (ext, echo):
+            if proc is not None:
+                proc.terminate()
+                proc.wait(15)
         cp.stop()
 
 
@@ -185,33 +200,39 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
         f"- Machine: {machine_text}",
         f"- Commit: `{_git_head()}`",
         f"- {args.rounds} rounds x {args.pods} pods per scheduler per size (plus one warm-up "
-        "round), alternating which scheduler goes first, pods created one after another by "
-        "one client. Both schedulers run at once against the same apiserver; the extender "
-        "(`foresight serve --only extender`, fallback scoring, no models) watches the cluster "
-        "as deployed. Medians over rounds of each round's per-pod mean.",
+        "round), each scheduler going first in turn, pods created one after another by one "
+        "client. Three kube-schedulers run at once against the same apiserver: without the "
+        "extender stanza, with it pointed at `bench/echo_extender.py` (passes every node, "
+        "scores 0: what any extender costs kube-scheduler itself, same HTTP stack), and with "
+        "it pointed at `foresight serve --only extender` (fallback scoring, no models), which "
+        "watches the cluster as deployed. Medians over rounds of each round's per-pod mean.",
         "- Own time = kube-scheduler's `scheduler_scheduling_algorithm_duration_seconds` "
         "(filter + score of one pod, extender calls included); attempt = "
         "`scheduler_scheduling_attempt_duration_seconds{result=\"scheduled\"}` (the same plus "
         "the binding API call, so it carries the apiserver's latency on this machine); CPU = "
         "process CPU seconds per pod scheduled (less sensitive to the other tenants' load).",
         "",
-        "| nodes | own ms/pod alone | with extender | added | added / own | target | "
-        "attempt ms alone / with | sched CPU ms alone / with | extender CPU ms/pod | "
-        "extender answer filter / prioritize (ms) |",
-        "|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|"]
+            "| nodes | own ms/pod alone | with echo extender | with Foresight | added by Foresight "
+        "| added / own | target | of which any extender (echo) | Foresight beyond echo | "
+        "attempt ms alone / echo / Foresight | sched CPU ms alone / echo / Foresight | "
+        "extender CPU ms/pod | Foresight answer filter / prioritize (ms) |",
+        "|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         tgt = TARGET.get(r["nodes"])
         ok = "" if tgt is None else (f"<= {tgt}x " + ("met" if r["ratio"] <= tgt else "MISSED"))
         lines.append(
-            f"| {r['nodes']:,} | {r['plain_algo_ms']:.2f} | {r['ext_algo_ms']:.2f} | "
-            f"{r['added_ms']:.2f} | {r['ratio']:.2f}x | {ok} | {r['plain_attempt_ms']:.1f} / "
+            f"| {r['nodes']:,} | {r['plain_algo_ms']:.2f} | {r['echo_algo_ms']:.2f} | "
+            f"{r['ext_algo_ms']:.2f} | {r['added_ms']:.2f} | {r['ratio']:.2f}x | {ok} | "
+            f"{r['echo_added_ms']:.2f} | {r['beyond_echo_ms']:.2f} | "
+            f"{r['plain_attempt_ms']:.1f} / {r['echo_attempt_ms']:.1f} / "
             f"{r['ext_attempt_ms']:.1f} | {r['plain_sched_cpu_ms']:.1f} / "
-            f"{r['ext_sched_cpu_ms']:.1f} | {r['ext_extender_cpu_ms']:.1f} | "
-            f"{r.get('ext_filter_ms', float('nan')):.2f} / "
+            f"{r['echo_sched_cpu_ms']:.1f} / {r['ext_sched_cpu_ms']:.1f} | "
+            f"{r['ext_extender_cpu_ms']:.1f} | {r.get('ext_filter_ms', float('nan')):.2f} / "
             f"{r.get('ext_prioritize_ms', float('nan')):.2f} |")
-    lines += ["", "Per-round own ms/pod (alone | with extender):", ""]
+    lines += ["", "Per-round own ms/pod (alone | echo | Foresight):", ""]
     for r in rows:
-        lines.append(f"- {r['nodes']:,} nodes: {r['plain_rounds']} | {r['ext_rounds']} "
+        lines.append(f"- {r['nodes']:,} nodes: {r['plain_rounds']} | {r['echo_rounds']} | "
+                     f"{r['ext_rounds']} "
                      f"({r['prefill']:,} pods bound beforehand; nodes and those pods "
                      f"created in {r['create_s']:.0f} s)")
     return "\n".join(lines) + "\n"

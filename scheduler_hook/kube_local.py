@@ -105,7 +105,6 @@ class ControlPlane:
         self.procs: list[subprocess.Popen] = []
         self.pids: dict[str, int] = {}  # process name -> PID (for CPU accounting)
         self.kubeconfig = self.dir / "kubeconfig"
-        self._local = None
         self.session = self._session()
 
     def _session(self) -> requests.Session:

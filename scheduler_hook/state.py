@@ -385,15 +385,9 @@ class ClusterState:
             found = itemgetter(*names)(self.index) if names else ()
             out = (np.array(found if len(names) != 1 else (found,), dtype=np.int64),
                    list(names))
-        except KeyError:
-            idx, known = [], []
-            get = self.index.get
-            for n in names:
-                r = get(n)
-                if r is not None:
-                    idx.append(r)
-                    known.append(n)
-            out = (np.asarray(idx, dtype=np.int64), known)
+        except KeyError:  # some unknown: drop them
+            known = [n for n in names if n in self.index]
+            out = (np.array([self.index[n] for n in known], dtype=np.int64), known)
         if len(self._rows_cache) >= 16:
             self._rows_cache.pop(next(iter(self._rows_cache)))
         self._rows_cache[key] = out

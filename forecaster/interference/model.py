@@ -93,8 +93,10 @@ class InterferenceModel:
         self.feature_names_ = list(X.columns)
         self.p10_ = None
         self._fit_p10(d, X, y, rows)  # also picks how structure and trees combine (blend_)
+        if self.blend_ == "plain":
+            X = X.assign(mech_speed=np.nan)  # an all-missing column: the trees never split on it
         self.point_ = self._train(X, y, {"objective": "regression"},
-                                  None if self.blend_ == "trees" else self._init(X))
+                                  None if self.blend_ in ("trees", "plain") else self._init(X))
         self.encoder_ = self._encoder().fit(d["self_workload"], d["partner_workload"],
                                             d["y"]) if self.identity_ else None
         self.metrics_ = {"pairs": int(len(pairs)), "directed_rows": int(len(d)),
@@ -184,9 +186,13 @@ class InterferenceModel:
                 else np.zeros(len(cal), bool)
             cands.setdefault("residual", []).append(res)
             if self.mechanism_ is not None:
-                plain = self._train(Xf, y[fit_rows], extra)
+                free = self._train(Xf, y[fit_rows], extra)
                 cands.setdefault("trees", []).append(
-                    np.clip(plain.predict(Xn, num_threads=self.n_threads), 0.01, self.cap_))
+                    np.clip(free.predict(Xn, num_threads=self.n_threads), 0.01, self.cap_))
+                plain = self._train(Xf.assign(mech_speed=np.nan), y[fit_rows], extra)
+                Xp = Xc.assign(mech_speed=np.nan).to_numpy(dtype=np.float64)
+                cands.setdefault("plain", []).append(
+                    np.clip(plain.predict(Xp, num_threads=self.n_threads), 0.01, self.cap_))
                 cands.setdefault("structure", []).append(
                     np.where(on_mech, np.clip(np.nan_to_num(init), 0.01, self.cap_), res))
             ys.append(cal["y"].to_numpy())
@@ -197,10 +203,15 @@ class InterferenceModel:
         yb, on = np.concatenate(ys), np.concatenate(ons)
         # How structure and trees combine is chosen on workloads the fits did not see: the
         # structure alone (a few dozen real pairs teach trees little), trees on its residual,
-        # or trees with its speed as a feature (a history the forms do not describe, e.g. the
-        # Gavel-calibrated simulator, where the residual trees did worse than plain ones).
+        # trees with its speed as a feature, or trees without it (a history the forms do not
+        # describe, e.g. the Gavel-calibrated simulator, where the structure only misleads).
         mae = {k: float(np.mean(np.abs(np.concatenate(v) - yb))) for k, v in cands.items()}
         self.blend_ = min(mae, key=mae.get)
+        if "plain" in mae and mae["structure"] > mae["plain"]:
+            # forms that lose to trees without them do not describe this cluster: a blend
+            # that won by chance on the calibration folds is not trusted (it lost on unseen
+            # workloads of the Gavel-calibrated simulator)
+            self.blend_ = "plain"
         self.blend_mae_ = mae if self.mechanism_ is not None else {}
         chosen = np.concatenate(cands[self.blend_])
         self.offset_ = _conformal((chosen - yb)[~on] / margin_scale(chosen[~on]), self.alpha)
@@ -270,10 +281,12 @@ class InterferenceModel:
         X = self.predict_matrix(pairs)
         n = len(X) // 2
         # The boosters are called directly on a float64 C-ordered array: no pandas checks.
-        point = self.point_.predict(X, num_threads=self.n_threads)
-        prior = X[:, self.feature_names_.index("mech_speed")] \
+        prior = X[:, self.feature_names_.index("mech_speed")].copy() \
             if "mech_speed" in self.feature_names_ and self.mechanism_ is not None else None
-        if prior is not None and self.blend_ != "trees":  # trained from the structure's speed
+        if prior is not None and self.blend_ == "plain":
+            X[:, self.feature_names_.index("mech_speed")] = np.nan
+        point = self.point_.predict(X, num_threads=self.n_threads)
+        if prior is not None and self.blend_ not in ("trees", "plain"):  # from the structure
             point = np.where(np.isnan(prior), point + self.base_,
                              prior + (point if self.blend_ == "residual" else 0.0))
         point = np.clip(point, 0.01, self.cap_)

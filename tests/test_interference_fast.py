@@ -34,12 +34,9 @@ def _reference(m: InterferenceModel, pairs: pd.DataFrame) -> tuple[np.ndarray, p
     X = X[m.feature_names_].to_numpy(dtype=np.float64)
     prior = X[:, m.feature_names_.index("mech_speed")] if "mech_speed" in m.feature_names_ \
         else None
-    Xt = X.copy()
-    if prior is not None and m.blend_ == "plain":  # served without the structure's speed
-        Xt[:, m.feature_names_.index("mech_speed")] = np.nan
-    trees = point = m.point_.predict(Xt)
+    trees = point = m.point_.predict(X)  # blend "plain" has no mech_speed column at all
     if prior is not None:
-        if m.blend_ not in ("trees", "plain"):
+        if m.blend_ != "trees":
             point = np.where(np.isnan(prior), trees + m.base_,
                              prior + (trees if m.blend_ == "residual" else 0))
     point = np.clip(point, 0.01, m.cap_)

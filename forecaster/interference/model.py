@@ -93,8 +93,9 @@ class InterferenceModel:
         self.feature_names_ = list(X.columns)
         self.p10_ = None
         self._fit_p10(d, X, y, rows)  # also picks how structure and trees combine (blend_)
-        if self.blend_ == "plain":
-            X = X.assign(mech_speed=np.nan)  # an all-missing column: the trees never split on it
+        if self.blend_ == "plain":  # exactly the model without a structured part
+            X = X.drop(columns="mech_speed")
+            self.feature_names_, self.solo_ = list(X.columns), {}
         self.point_ = self._train(X, y, {"objective": "regression"},
                                   None if self.blend_ in ("trees", "plain") else self._init(X))
         self.encoder_ = self._encoder().fit(d["self_workload"], d["partner_workload"],
@@ -189,8 +190,8 @@ class InterferenceModel:
                 free = self._train(Xf, y[fit_rows], extra)
                 cands.setdefault("trees", []).append(
                     np.clip(free.predict(Xn, num_threads=self.n_threads), 0.01, self.cap_))
-                plain = self._train(Xf.assign(mech_speed=np.nan), y[fit_rows], extra)
-                Xp = Xc.assign(mech_speed=np.nan).to_numpy(dtype=np.float64)
+                plain = self._train(Xf.drop(columns="mech_speed"), y[fit_rows], extra)
+                Xp = Xc.drop(columns="mech_speed").to_numpy(dtype=np.float64)
                 cands.setdefault("plain", []).append(
                     np.clip(plain.predict(Xp, num_threads=self.n_threads), 0.01, self.cap_))
                 cands.setdefault("structure", []).append(
@@ -214,6 +215,8 @@ class InterferenceModel:
             self.blend_ = "plain"
         self.blend_mae_ = mae if self.mechanism_ is not None else {}
         chosen = np.concatenate(cands[self.blend_])
+        if self.blend_ == "plain":  # no structure served: one margin, as without it
+            on = np.zeros(len(yb), bool)
         self.offset_ = _conformal((chosen - yb)[~on] / margin_scale(chosen[~on]), self.alpha)
         sc, bands = (chosen - yb)[on], _band(chosen[on])
         # pooled over modes: per mode and band the dev folds had too few scores to be stable
@@ -283,10 +286,8 @@ class InterferenceModel:
         # The boosters are called directly on a float64 C-ordered array: no pandas checks.
         prior = X[:, self.feature_names_.index("mech_speed")].copy() \
             if "mech_speed" in self.feature_names_ and self.mechanism_ is not None else None
-        if prior is not None and self.blend_ == "plain":
-            X[:, self.feature_names_.index("mech_speed")] = np.nan
         point = self.point_.predict(X, num_threads=self.n_threads)
-        if prior is not None and self.blend_ not in ("trees", "plain"):  # from the structure
+        if prior is not None and self.blend_ != "trees":  # from the structure
             point = np.where(np.isnan(prior), point + self.base_,
                              prior + (point if self.blend_ == "residual" else 0.0))
         point = np.clip(point, 0.01, self.cap_)

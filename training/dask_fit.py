@@ -41,14 +41,21 @@ def _partitions(client, X: pd.DataFrame, y: np.ndarray):
 
 
 def dask_booster(client, X: pd.DataFrame, y: np.ndarray, params: dict, rounds: int,
-                 categorical: list[str] | None = None) -> lgb.Booster:
-    """lgb.train's equivalent on the Dask cluster; returns the (local) booster."""
+                 categorical: list[str] | None = None,
+                 init: np.ndarray | None = None) -> lgb.Booster:
+    """lgb.train's equivalent on the Dask cluster (`init`: the init_score, e.g. the
+    interference model's structured prior); returns the (local) booster."""
+    import dask.dataframe as dd
     from lightgbm.dask import DaskLGBMRegressor
 
     Xd, yd = _partitions(client, X, y)
     p = {k: v for k, v in params.items() if k not in ("num_threads", "deterministic")}
     reg = DaskLGBMRegressor(client=client, n_estimators=rounds, **p)
-    reg.fit(Xd, yd, categorical_feature=categorical or "auto")
+    kw = {}
+    if init is not None:  # partitioned as X and y are (same row order, same count)
+        kw["init_score"] = dd.from_pandas(pd.Series(np.asarray(init, float), name="init"),
+                                          npartitions=Xd.npartitions)
+    reg.fit(Xd, yd, categorical_feature=categorical or "auto", **kw)
     return reg.booster_
 
 
@@ -58,7 +65,8 @@ class DaskInterferenceModel(InterferenceModel):
     # trailing underscore: not a constructor parameter, so never written into the manifest
     dask_client_ = None
 
-    def _train(self, X: pd.DataFrame, y: np.ndarray, extra: dict) -> lgb.Booster:
+    def _train(self, X: pd.DataFrame, y: np.ndarray, extra: dict,
+               init: np.ndarray | None = None) -> lgb.Booster:
         captured: dict = {}
         real_train = lgb.train
 
@@ -72,11 +80,11 @@ class DaskInterferenceModel(InterferenceModel):
 
         lgb.train = capture
         try:
-            super()._train(X, y, extra)
+            super()._train(X, y, extra, init)
         finally:
             lgb.train = real_train
         return dask_booster(self.dask_client_, X, y, captured["params"], captured["rounds"],
-                            captured["cats"])
+                            captured["cats"], init)
 
 
 class _DaskRegressor:

@@ -1,13 +1,14 @@
 """Interference model: predicted speed (co-located / solo throughput) of each job of a pair.
 
-A structured part that knows how the sharing mode divides a GPU (mechanism.py: time slices,
-concurrent kernels), fit per `sharing` value, with gradient-boosted trees (LightGBM) on top that
-learn its residual over directed rows (self slowed by partner) from solo
-fingerprint features, their symmetric combinations and workload-identity encodings, a point
-prediction and a pessimistic `p10` of speed: the point prediction lowered by a conformal
-margin (where the mechanism applies, one margin per band of predicted speed: a confident "no
-slowdown" errs far less than a middle prediction, and one margin for all would refuse every
-safe co-location; constant elsewhere), calibrated across workload groups (each group's rows scored by a model fit without
+Two parts. A structured one knows how the sharing mode divides a GPU (mechanism.py: time
+slices, concurrent kernels), its few parameters fit per `sharing` value. Gradient-boosted trees
+(LightGBM) over directed rows (self slowed by partner) read solo fingerprint features, their
+symmetric combinations and workload-identity encodings, and either learn the structure's
+residual, take its speed as a feature, or serve without it, whichever errs least on workloads
+held out inside the training folds. Besides the point prediction, a pessimistic `p10`: the
+point lowered by a conformal margin (where the structure serves, one per band of predicted
+speed, since a confident "no slowdown" errs far less than a middle prediction; constant
+elsewhere), calibrated across workload groups (each group's rows scored by a model fit without
 that group), so that about 10% of true speeds of *unseen* workloads fall below it (for known
 workloads it is conservative). Schema 1 artifacts (a separate quantile booster) still load.
 """
@@ -284,7 +285,7 @@ class InterferenceModel:
         X = self.predict_matrix(pairs)
         n = len(X) // 2
         # The boosters are called directly on a float64 C-ordered array: no pandas checks.
-        prior = X[:, self.feature_names_.index("mech_speed")].copy() \
+        prior = X[:, self.feature_names_.index("mech_speed")] \
             if "mech_speed" in self.feature_names_ and self.mechanism_ is not None else None
         point = self.point_.predict(X, num_threads=self.n_threads)
         if prior is not None and self.blend_ != "trees":  # from the structure

@@ -63,20 +63,24 @@ class ReservedSchedule:
         realized = ahead.reindex(origins).fillna(0.0).to_numpy()
         if mode == "oracle":
             self.values = realized * scale
-        elif mode == "flat":
-            total = series.groupby("ds")["y"].sum()
+        self.short_days = 0  # refits with too little history: the flat level served instead
+        if mode != "oracle":
             csum = total.cumsum().shift(1, fill_value=0.0)  # bins before the origin only
             count = pd.Series(np.arange(len(total)), index=total.index)
             mean = (csum / count.replace(0, np.nan)).fillna(0.0)
-            self.values = mean.reindex(origins).to_numpy() * horizon * scale
-        else:
-            self._fit_forecast(series, origins, horizon, quantile, refit_s, n_estimators, seed)
+            flat = mean.reindex(origins).to_numpy() * horizon
+        if mode == "flat":
+            self.values = flat * scale
+        elif mode == "forecast":
+            self._fit_forecast(series, origins, horizon, quantile, refit_s, n_estimators, seed,
+                               flat)
             if decay_bins > 0:
                 self.values = self.values * decay(self.values, realized, horizon, decay_bins)
             self.values *= scale
         self.values = np.maximum(np.nan_to_num(self.values), 0.0)
 
-    def _fit_forecast(self, series, origins, horizon, quantile, refit_s, n_est, seed) -> None:
+    def _fit_forecast(self, series, origins, horizon, quantile, refit_s, n_est, seed,
+                      flat) -> None:
         from forecaster.demand.model import DemandForecaster
 
         step = pd.Timedelta(seconds=refit_s)
@@ -85,7 +89,14 @@ class ReservedSchedule:
             past = series[series["ds"] < t]
             model = DemandForecaster(freq=f"{FREQ_S // 60}min", horizon=horizon,
                                      val_bins=288, n_estimators=n_est, seed=seed)
-            model.fit(past)
+            try:
+                model.fit(past)
+            except ValueError:  # too little history (a recorded one may start short): flat
+                span = (origins >= t) & (origins < t + step)
+                self.values[span] = flat[span]
+                self.short_days += 1
+                t = t + step
+                continue
             # features at an origin use bins before it only; later rows just carry the target
             upto = series[series["ds"] < t + step + pd.Timedelta(seconds=horizon * FREQ_S)]
             out = model.predict_origins(upto, start=t)

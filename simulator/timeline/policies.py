@@ -43,6 +43,18 @@ class TimelineBestFit(BestFit):
         return int(np.argmax(np.where(row >= pod.milli, -row.astype(float), -np.inf)))
 
 
+class TimelineLeastAllocated(TimelineBestFit):
+    """kube-scheduler's default scoring, NodeResourcesFit LeastAllocated, on GPUs: the integer
+    score (allocatable - requested) x 100 / allocatable after placement, ties broken at random
+    (selectHost). Stock kube-scheduler scores CPU and memory only; this replay leaves those out,
+    so the GPU is scored as a cluster adding ``nvidia.com/gpu`` to the scored resources would.
+    A shared GPU is picked as BestFit picks it (the least free GPU that fits)."""
+
+    def node_scores(self, pod: Pod, node_ok: np.ndarray) -> np.ndarray:
+        left = self.cluster.node_free - pod.num_gpu * pod.milli
+        return np.floor(left * 100 / self._cap)
+
+
 class _CachedIncrease:
     """FGD's fragmentation increase and the node score from it, kept per pod shape and
     recomputed only on the nodes that changed since (a node's increase depends on that node
@@ -146,7 +158,9 @@ POLICIES = {"bestfit": (TimelineBestFit, None), "fgd": (TimelineFGD, None),
             # times)
             "foresight-backfill": (TimelineForesight, "forecast"),
             "backfill-flat": (TimelineForesight, "flat-matched"),
-            "oracle": (TimelineForesight, "oracle")}
+            "oracle": (TimelineForesight, "oracle"),
+            # issue 29: the default kube-scheduler's scoring, the baseline every cluster has
+            "kube-default": (TimelineLeastAllocated, None)}
 BACKFILL = ("foresight-backfill", "backfill-flat", "oracle")
 
 

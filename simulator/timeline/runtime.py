@@ -37,7 +37,11 @@ def predicted_runtimes(jobs: Jobs, t_start: float, t_end: float, refit_s: float 
     t = t_start
     while t < t_end:
         done = np.flatnonzero(jobs.arrival + jobs.duration < t)
-        model = RuntimePredictor().fit(pods_table(jobs, done))
+        try:
+            model = RuntimePredictor().fit(pods_table(jobs, done))
+        except ValueError:  # too few finished runs yet: unknown (never lent a reserved node)
+            t += refit_s
+            continue
         ask = np.flatnonzero((jobs.arrival >= t) & (jobs.arrival < min(t + refit_s, t_end)))
         if len(ask):
             p = model.predict(pods_table(jobs, ask))

@@ -1,0 +1,197 @@
+"""Replay a recorded history under every policy, on the recorded nodes, and right-size.
+
+The forecasters are the timeline's: the demand forecaster behind the reservation and the
+run-time predictor behind backfill are refit once a replayed day on the bins / the runs that
+ended before that day only (`ReservedSchedule`, `predicted_runtimes`); a refit with too little
+history serves the flat running mean (demand) or no prediction (run time), and is counted.
+"""
+from __future__ import annotations
+
+import resource
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from simulator.timeline.engine import TimelineResult, run_timeline
+from simulator.timeline.forecast import ReservedSchedule
+from simulator.timeline.policies import Placer
+from simulator.timeline.runtime import predicted_runtimes
+from simulator.whatif.jobs import ReplayInput, fewer_nodes
+from simulator.whatif.metrics import policy_row, pick
+
+POLICIES = ("kube-default", "bestfit", "fgd", "foresight", "foresight-reserve",
+            "foresight-backfill")
+BASELINE = "kube-default"
+POD_BY_POD = "kube-default pod-by-pod"
+
+#: progress(what, replays done, replays in all)
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass
+class WhatIfConfig:
+    policies: tuple[str, ...] = POLICIES
+    horizon: int = 3  # forecast horizon, 10-minute bins (the timeline's)
+    quantile: str = "p90"
+    runtime_quantile: str = "p50"
+    decay_bins: int = 6
+    reserve_for: str = "big"
+    seed: int = 0
+    right_size_steps: int = 3  # replays of the pick on fewer nodes (bisection); 0: none
+    right_size_max: float = 0.5  # most of the nodes taken away
+    extra: dict = field(default_factory=dict)
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+class _Inputs:
+    """Reserved-GPU schedules and run-time predictions, built once and shared by policies."""
+
+    def __init__(self, inp: ReplayInput, cfg: WhatIfConfig) -> None:
+        self.inp, self.cfg = inp, cfg
+        self.scheds: dict[tuple, ReservedSchedule] = {}
+        self.preds = None
+        self.seconds = 0.0
+
+    def for_policy(self, p: str):
+        placer = Placer(p)
+        if not placer.reserve:
+            return None, None
+        w = time.perf_counter()
+        jobs, t1, cfg = self.inp.jobs, self.inp.t_end, self.cfg
+        key = (placer.reserve, placer.backfill)
+        if key not in self.scheds:
+            if placer.reserve not in ("forecast", "flat", "oracle"):
+                raise ValueError(f"policy {p} is not offered by the what-if replay")
+            self.scheds[key] = ReservedSchedule(
+                jobs, placer.reserve, 0.0, t1, horizon=cfg.horizon, quantile=cfg.quantile,
+                reserve_for=cfg.reserve_for, seed=cfg.seed,
+                decay_bins=cfg.decay_bins if placer.backfill and placer.reserve == "forecast"
+                else 0)
+        runtime = None
+        if placer.backfill and placer.reserve == "oracle":
+            runtime = jobs.duration
+        elif placer.backfill:
+            if self.preds is None:
+                self.preds = predicted_runtimes(jobs, 0.0, t1)
+            runtime = self.preds[cfg.runtime_quantile].to_numpy()
+        self.seconds += time.perf_counter() - w
+        return self.scheds[key], runtime
+
+
+def _replay(inp: ReplayInput, nodes, p: str, shared: _Inputs, cfg: WhatIfConfig,
+            gang: bool = True) -> TimelineResult:
+    sched, runtime = shared.for_policy(p)
+    return run_timeline(nodes, inp.jobs, p, 0.0, inp.t_end, reserved=sched, gang=gang,
+                        reserve_for=cfg.reserve_for, seed=cfg.seed, runtime_s=runtime)
+
+
+def run_whatif(inp: ReplayInput, cfg: WhatIfConfig, progress: Progress | None = None
+               ) -> dict:
+    """Every policy's summary row, the gang baseline, the pick, the right-sizing, timings;
+    ``results`` (not JSON) keeps each policy's raw replay for the plots."""
+    for p in cfg.policies:
+        Placer(p)  # unknown names fail before any work
+    gangs = bool((inp.jobs.pods > 1).any())
+    total = len(cfg.policies) + int(gangs) + cfg.right_size_steps
+    done = [0]
+
+    def tick(what: str, step: int = 1) -> None:
+        """``what`` starts (after ``step`` replays more are done)."""
+        if progress:
+            progress(what, done[0], total)
+        done[0] += step
+
+    shared = _Inputs(inp, cfg)
+    rows, raw, wall = [], {}, {}
+    for p in cfg.policies:
+        tick(p)
+        w = time.perf_counter()
+        res = _replay(inp, inp.nodes, p, shared, cfg)
+        wall[p] = time.perf_counter() - w
+        raw[p] = res
+        rows.append(policy_row(inp, res))
+    out: dict = {"policies": rows, "results": raw, "replay_seconds": wall,
+                 "forecast_short_days": {f"{k[0]}{'+backfill' if k[1] else ''}": s.short_days
+                                         for k, s in shared.scheds.items()}}
+    if gangs:
+        tick(POD_BY_POD)
+        res = _replay(inp, inp.nodes, BASELINE, shared, cfg, gang=False)
+        out["gang_baseline"] = {"policy": POD_BY_POD, "deadlocks": res.deadlocks,
+                                "gang_restarts": res.gang_restarts,
+                                "p95_all_min": policy_row(inp, res)["all"]["p95_min"]}
+    choice = pick(rows, BASELINE)
+    out["pick"] = choice
+    out["right_size"] = right_size(inp, cfg, shared, rows, choice["policy"], tick)
+    done[0] = total
+    tick("done", 0)
+    out["forecast_seconds"] = round(shared.seconds, 1)
+    out["peak_rss_mb"] = round(peak_mb(), 0)
+    return out
+
+
+def right_size(inp: ReplayInput, cfg: WhatIfConfig, shared: _Inputs, rows: list[dict],
+               policy: str, tick: Callable[[str], None]) -> dict:
+    """The most GPUs the pick could do without, keeping its all-jobs p95 delay at or below
+    the baseline's on the whole cluster: bisection over the share of nodes taken away."""
+    by = {r["policy"]: r for r in rows}
+    cap = int(inp.nodes.gpus.sum())
+    out = {"policy": policy, "gpus": cap, "spare_gpus": 0, "tried": []}
+    if BASELINE not in by or not cfg.right_size_steps:
+        out["reason"] = "not run (no baseline or --right-size 0)"
+        return out
+    target = by[BASELINE]["all"]["p95_min"] or 0.0
+    out["target_p95_min"] = target
+    if (by[policy]["all"]["p95_min"] or 0.0) > target:
+        out["reason"] = f"{policy} does not reach {BASELINE}'s p95 even on every node"
+        return out
+    lo, hi = 0.0, cfg.right_size_max
+    for _ in range(cfg.right_size_steps):
+        mid = (lo + hi) / 2
+        nodes = fewer_nodes(inp.nodes, mid)
+        tick(f"right-size {policy} -{mid:.0%} nodes")
+        res = _replay(inp, nodes, policy, shared, cfg)
+        p95 = policy_row(inp, res)["all"]["p95_min"] or 0.0
+        gpus = int(nodes.gpus.sum())
+        out["tried"].append({"nodes_removed": round(mid, 4), "gpus": gpus, "p95_min": p95})
+        if p95 <= target:
+            lo = mid
+            out["spare_gpus"] = cap - gpus
+        else:
+            hi = mid
+    return out
+
+
+def whatif(history, warmup_s: float, cfg: WhatIfConfig, progress: Progress | None = None
+           ) -> tuple[dict, ReplayInput, dict[str, TimelineResult]]:
+    """The whole what-if of one history: (JSON document, replay input, raw results)."""
+    from simulator.whatif.jobs import replay_input
+    from simulator.whatif.metrics import recorded_row
+    from simulator.whatif.summary import when
+
+    w = time.perf_counter()
+    inp = replay_input(history, warmup_s)
+    got = run_whatif(inp, cfg, progress)
+    raw = got.pop("results")
+    t0 = history.t0
+    m = (inp.jobs.arrival >= 0) & (inp.jobs.arrival < inp.t_end)
+    doc = {"source": history.source, "notes": history.notes.render(),
+           "window": {"history_start": when(t0, history.start),
+                      "history_end": when(t0, history.end),
+                      "replay_start": when(t0, inp.origin),
+                      "replay_days": round(inp.t_end / 86400.0, 3),
+                      "warmup_days": round(warmup_s / 86400.0, 3), "jobs": int(m.sum()),
+                      "history_jobs": int(len(inp.jobs)), "nodes": int(len(inp.nodes)),
+                      "gpus": int(inp.nodes.gpus.sum())},
+           "recorded": recorded_row(inp), **got,
+           "seconds": round(time.perf_counter() - w, 1)}
+    short = {k: v for k, v in got["forecast_short_days"].items() if v}
+    for k, v in short.items():
+        doc["notes"].append(f"inferred: {v} replayed day(s) had too little history for the "
+                            f"demand forecaster ({k}): the flat mean of the history before "
+                            "that day was reserved instead")
+    return doc, inp, raw

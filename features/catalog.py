@@ -61,6 +61,10 @@ KUEUE = _m("kueue", [
 
 CATALOG: dict[str, Metric] = {**DCGM, **KUBE_STATE, **KUEUE}
 
+#: An application's progress counter, exported per pod with dcgm-exporter's GPU labels (the
+#: interference model's speed signal; optional: most clusters do not export one).
+APP = _m("app", [("foresight_app_iterations_total", "count", "Optimizer steps completed")])
+
 #: A small default set that every dcgm-exporter install exports without profiling enabled,
 #: plus the profiling ratios the models use most.
 DEFAULT_GPU_METRICS = (
@@ -71,13 +75,14 @@ DEFAULT_GPU_METRICS = (
 
 
 def gpu_metric(name: str) -> Metric:
-    """Look up a dcgm-exporter metric by name, with a one-line error for unknown names."""
+    """Look up a metric with GPU labels by name (dcgm-exporter's, or the app progress
+    counter), with a one-line error for unknown names."""
     from foresight.errors import ForesightError
 
-    if name not in DCGM:
+    if name not in DCGM and name not in APP:
         raise ForesightError(f"unknown GPU metric {name!r}: expected a dcgm-exporter name such "
                              f"as DCGM_FI_DEV_GPU_UTIL")
-    return DCGM[name]
+    return DCGM.get(name) or APP[name]
 
 
 @dataclass(frozen=True)

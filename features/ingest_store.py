@@ -127,18 +127,20 @@ def resume_or_start(root: Path, wanted: dict) -> tuple[dict, bool]:
 
 def ingest_to_dir(source, start: datetime, end: datetime, out: str | Path, *,
                   step_s: float = 30.0, metrics: tuple[str, ...] | None = None,
-                  labels: LabelConfig | None = None, progress: Progress | None = None
-                  ) -> dict:
+                  labels: LabelConfig | None = None, progress: Progress | None = None,
+                  required: bool | None = None) -> dict:
     """Pull GPU samples partition by partition into `out`, then pods and queues.
 
     Returns a summary: rows per table, partitions read and skipped, missing metrics, whether
-    it resumed. Explicitly named metrics must exist; from the default set, absent ones are
-    listed (profiling metrics are often disabled) and only "none at all" is an error."""
+    it resumed. Explicitly named metrics must exist (`required=False`: named but optional, as
+    the default set is); from the default set, absent ones are listed (profiling metrics are
+    often disabled) and only "none at all" is an error."""
     labels = labels or LabelConfig()
     if end <= start:
         raise ForesightError(f"empty time range: start {start.isoformat()} is not before "
                              f"end {end.isoformat()}")
     names, explicit = metric_names(metrics)
+    explicit = explicit if required is None else required
     root = Path(out)
     # whole seconds: the grid the API client sends (it rounds times to seconds) is this one
     start, end = start.replace(microsecond=0), end.replace(microsecond=0)
@@ -192,3 +194,53 @@ def read_partitioned_samples(root: str | Path, metrics: set[str] | None = None) 
     if not frames:
         return schema.conform(pd.DataFrame(), schema.GPU_SAMPLE_COLUMNS)
     return pd.concat(frames, ignore_index=True)
+
+
+def split_flat(table: str | Path, out: str | Path, batch_rows: int = 1 << 20) -> dict:
+    """A flat sample table (one Parquet file) split on read into this module's layout under
+    `out`: `batch_rows` rows are read at a time and appended to their (day, metric) partition,
+    so the table is never held whole. Writes a complete `ingest.json` with the table's first
+    and last timestamps; returns rows and partitions written."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = Path(out)
+    schema_ = pa.schema([("ts", pa.timestamp("ns", tz="UTC"))] + [
+        (c, pa.string()) for c in ("node", "gpu", "uuid", "namespace", "pod", "metric")] +
+        [("value", pa.float64())])
+    writers: dict[tuple[str, str], pq.ParquetWriter] = {}
+    rows, lo, hi = 0, None, None
+    try:
+        src = pq.ParquetFile(table)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ForesightError(f"{table}: not a readable samples table ({exc})") from None
+    try:
+        for batch in src.iter_batches(batch_size=batch_rows):
+            try:
+                df = schema.conform(batch.to_pandas(), schema.GPU_SAMPLE_COLUMNS)
+            except ValueError as exc:
+                raise ForesightError(f"{table}: not a samples table ({exc})") from None
+            if df.empty:
+                continue
+            rows += len(df)
+            lo = df["ts"].min() if lo is None else min(lo, df["ts"].min())
+            hi = df["ts"].max() if hi is None else max(hi, df["ts"].max())
+            day = df["ts"].dt.floor("D")
+            for (d, m), part in df.groupby([day, df["metric"]], sort=True, observed=True):
+                key = (f"{d:%Y-%m-%d}", str(m))
+                if key not in writers:
+                    target = partition_path(root, *key)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    writers[key] = pq.ParquetWriter(target, schema_)
+                writers[key].write_table(pa.Table.from_pandas(part, schema=schema_,
+                                                              preserve_index=False))
+            del df, day
+    finally:
+        for w in writers.values():
+            w.close()
+    if not rows:
+        raise ForesightError(f"{table}: samples table is empty")
+    (root / MANIFEST).write_text(json.dumps(
+        {"start": lo.isoformat(), "end": hi.isoformat(), "step_s": None, "complete": True,
+         "source": f"table {table}"}, indent=1))
+    return {"rows": rows, "partitions": len(writers)}

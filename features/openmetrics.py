@@ -120,22 +120,53 @@ def write_openmetrics(path: str | Path, *, samples: pd.DataFrame | None = None,
     with open(path, "w", encoding="utf-8", newline="\n") as out:
         if samples is not None and len(samples):
             n += write_gpu_samples(out, schema.conform(samples, schema.GPU_SAMPLE_COLUMNS), labels)
-        if pods is not None and len(pods):
-            pods = schema.conform(pods, schema.POD_COLUMNS)
-            end = samples["ts"].max() if samples is not None and len(samples) else \
-                pods[["created", "started", "finished"]].max().max()
-            for fam, rows in sorted(pod_series(pods, labels, pod_step_s, end).items()):
-                _family_header(out, fam)
-                for lab, ts, vals in rows:
-                    n += _write_series(out, fam, lab, ts, vals)
-        if queues is not None and len(queues):
-            queues = schema.conform(queues, schema.QUEUE_SAMPLE_COLUMNS).sort_values(["metric", "queue", "ts"])
-            for metric, fam in queues.groupby("metric", sort=True):
-                _family_header(out, metric)
-                for queue, s in fam.groupby("queue", sort=True):
-                    lab = _labels([(labels.cluster_queue, queue)])
-                    n += _write_series(out, metric, lab, _seconds(s["ts"]), s["value"].to_numpy())
-        out.write("# EOF\n")
+        last = samples["ts"].max() if samples is not None and len(samples) else None
+        n += _write_rest(out, pods, queues, labels, pod_step_s, last)
+    return n
+
+
+def _write_rest(out: IO[str], pods: pd.DataFrame | None, queues: pd.DataFrame | None,
+                labels: LabelConfig, pod_step_s: float, last: pd.Timestamp | None) -> int:
+    """The pod and queue families, then `# EOF`; pod series end at the last GPU sample."""
+    n = 0
+    if pods is not None and len(pods):
+        pods = schema.conform(pods, schema.POD_COLUMNS)
+        end = last if last is not None else pods[["created", "started", "finished"]].max().max()
+        for fam, rows in sorted(pod_series(pods, labels, pod_step_s, end).items()):
+            _family_header(out, fam)
+            for lab, ts, vals in rows:
+                n += _write_series(out, fam, lab, ts, vals)
+    if queues is not None and len(queues):
+        queues = schema.conform(queues, schema.QUEUE_SAMPLE_COLUMNS).sort_values(["metric", "queue", "ts"])
+        for metric, fam in queues.groupby("metric", sort=True):
+            _family_header(out, metric)
+            for queue, s in fam.groupby("queue", sort=True):
+                lab = _labels([(labels.cluster_queue, queue)])
+                n += _write_series(out, metric, lab, _seconds(s["ts"]), s["value"].to_numpy())
+    out.write("# EOF\n")
+    return n
+
+
+def write_openmetrics_dir(path: str | Path, data_dir: str | Path, *,
+                          labels: LabelConfig | None = None, pod_step_s: float = 60.0) -> int:
+    """`write_openmetrics` of a partitioned directory (`foresight simulate` / `ingest`): the
+    same file, the GPU samples read one metric (every day of it) at a time. Returns the number
+    of samples."""
+    from features.ingest_store import read_partitioned_samples
+    from features.sample_store import SampleStore
+
+    labels, root, n, last = labels or LabelConfig(), Path(data_dir), 0, None
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tables = {k: pd.read_parquet(root / f"{k}.parquet") if (root / f"{k}.parquet").is_file()
+              else None for k in ("pods", "queues")}
+    with open(path, "w", encoding="utf-8", newline="\n") as out:
+        for metric in sorted(SampleStore(root).metrics):
+            s = schema.conform(read_partitioned_samples(root, {metric}), schema.GPU_SAMPLE_COLUMNS)
+            n += write_gpu_samples(out, s, labels)
+            last = s["ts"].max() if last is None else max(last, s["ts"].max())
+            del s
+        n += _write_rest(out, tables["pods"], tables["queues"], labels, pod_step_s, last)
     return n
 
 

@@ -25,8 +25,10 @@ CLUSTER_FILE = "cluster.json"
 
 
 def write_partitioned(cfg: SimConfig, out: str | Path,
-                      progress: Callable[[str], None] | None = None) -> dict:
-    """Generate `cfg`'s history into `out`; returns rows written and partitions."""
+                      progress: Callable[[str], None] | None = None,
+                      truth: bool = False) -> dict:
+    """Generate `cfg`'s history into `out`; returns rows written and partitions (and, with
+    `truth`, the ground-truth tables, also written to `out/truth/`: `foresight simulate`)."""
     root = Path(out)
     st = simulate(cfg)
     pods, n_steps = st["pods"], st["n_steps"]
@@ -50,10 +52,20 @@ def write_partitioned(cfg: SimConfig, out: str | Path,
     (root / CLUSTER_FILE).write_text(json.dumps(
         {"gpu_sharing": {nodes[n]: mode[n] for n in range(cfg.nodes)},
          "gpu_model": cfg.gpu_model}, indent=1))
-    end = cfg.start + pd.Timedelta(seconds=cfg.duration_s)
+    # the last evaluation time, as `foresight ingest` records it (and a flat table's last ts)
+    end = cfg.start + pd.Timedelta(seconds=(n_steps - 1) * cfg.step_s)
     (root / MANIFEST).write_text(json.dumps(
         {"start": cfg.start.isoformat(), "end": end.isoformat(), "step_s": cfg.step_s,
          "metrics": cfg.metric_names(), "explicit": True, "labels": {}, "complete": True,
          "source": f"synthetic seed={cfg.seed} {cfg.days:g}d {cfg.n_gpus} GPUs"}, indent=1))
-    return {"rows": rows, "partitions": parts, "pods": len(pod_df),
+    info = {"rows": rows, "partitions": parts, "pods": len(pod_df),
             "grid_mb": float(sum(np.asarray(g).nbytes for g in st["grids"].values()) / 2**20)}
+    if truth:
+        from features.ingest import write_tables
+        from simulator.truth import build_truth
+
+        _, _, ns, names = _names(cfg, pods)
+        info["truth"] = build_truth(cfg, st["spec"], st["sim"], st["phase_rows"], st["health"],
+                                    nodes, ns, names)
+        write_tables(root / "truth", info["truth"])
+    return info

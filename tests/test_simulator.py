@@ -301,9 +301,12 @@ def test_cli_writes_tables_truth_and_openmetrics(tmp_path):
     out = tmp_path / "sim"
     assert main(["simulate", "--out", str(out), "--days", "0.05", "--nodes", "1",
                  "--gpus-per-node", "2", "--openmetrics"]) == 0
-    for f in ("samples", "pods", "queues", "truth/phases", "truth/interference",
+    for f in ("pods", "queues", "truth/phases", "truth/interference",
               "truth/demand", "truth/health", "truth/iteration_period", "truth/workloads"):
         assert (out / f"{f}.parquet").is_file(), f
+    # samples in `foresight ingest`'s layout (what `train --data` streams), no flat table
+    parts = sorted(p.relative_to(out) for p in (out / "samples").glob("day=*/*.parquet"))
+    assert len(parts) == 18 and not (out / "samples.parquet").exists()
     text = (out / "history.om").read_bytes()
     assert text.endswith(b"# EOF\n") and b"DCGM_FI_PROF_SM_ACTIVE" in text
     assert main(["simulate", "--out", str(out), "--metrics", "NOPE"]) == 2
@@ -312,8 +315,9 @@ def test_cli_writes_tables_truth_and_openmetrics(tmp_path):
     subprocess.run([sys.executable, "-m", "foresight.cli", "simulate", "--out", str(other),
                     "--days", "0.05", "--nodes", "1", "--gpus-per-node", "2"], check=True,
                    env={**os.environ, "PYTHONHASHSEED": "12345"}, capture_output=True)
-    for f in ("samples", "pods", "queues", "truth/phases", "truth/interference"):
-        assert (out / f"{f}.parquet").read_bytes() == (other / f"{f}.parquet").read_bytes(), f
+    for f in [str(p) for p in parts] + [f"{f}.parquet" for f in (
+            "pods", "queues", "truth/phases", "truth/interference")]:
+        assert (out / f).read_bytes() == (other / f).read_bytes(), f
 
 
 def test_inference_serving_follows_a_diurnal_load():

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from features.ingest import IngestResult
 from foresight.cli import main
 from training import sources
 from training.hygiene import clean_samples
@@ -121,17 +120,25 @@ def test_prometheus_partial_data_exits_nonzero_and_keeps_models(history, tmp_pat
         def __init__(self, *a, **kw) -> None:
             pass
 
-        def query_range(self, *a, **kw) -> pd.DataFrame:
-            return pd.DataFrame()
+    def fake_pull(source, start, end, out, **kw):  # what ingest_to_dir leaves, 40 % of it
+        import features.ingest_store as st
 
-    def fake_ingest(source, start, end, **kw):
-        return IngestResult(s[s["ts"] < cut], history.pods, history.queues, [])
+        kept = s[s["ts"] < cut]
+        for (day, metric), part in kept.groupby([kept["ts"].dt.floor("D"), "metric"]):
+            st.atomic_parquet(part, st.partition_path(Path(out), f"{day:%Y-%m-%d}", metric))
+        for name in ("pods", "queues"):
+            st.atomic_parquet(getattr(history, name), Path(out) / f"{name}.parquet")
+        (Path(out) / st.MANIFEST).write_text(json.dumps(
+            {"start": start.isoformat(), "end": end.isoformat(), "step_s": 30.0,
+             "metrics": list(sources.TRAINING_METRICS), "complete": True}))
+        return {}
 
     monkeypatch.setattr("features.prometheus.PrometheusSource", Fake)
-    monkeypatch.setattr("features.ingest.ingest", fake_ingest)
+    monkeypatch.setattr("features.ingest_store.ingest_to_dir", fake_pull)
     monkeypatch.setattr("features.ingest.now_utc", lambda: s["ts"].max().to_pydatetime())
     rc = main(["train", "--prometheus-url", "http://fake:9090", "--since", "2d",
-               "--registry", str(reg), "--out", str(tmp_path / "out")])
+               "--registry", str(reg), "--out", str(tmp_path / "out"),
+               "--scratch", str(tmp_path / "scratch")])
     assert rc == 2
     err = capsys.readouterr().err
     assert "partial data" in err and "models in service left untouched" in err

@@ -36,6 +36,9 @@ class History:
     #: partitioned samples read node group by node group (samples is then None)
     store: object | None = None
     step_s: float | None = None
+    #: a directory the source made for this run (split or pulled partitions): the caller
+    #: removes it when the run is over
+    scratch: Path | None = None
 
 
 def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: int = 4,
@@ -62,16 +65,17 @@ def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: i
                    {k: v for k, v in sharing.items() if k}, cfg.gpu_model)
 
 
-def from_partitions(data_dir: str) -> History:
+def from_partitions(data_dir: str, tables_dir: str | None = None) -> History:
     """An ingest directory (`samples/day=*/<metric>.parquet`, pods.parquet, ...) whose samples
-    stay on disk: the pipeline reads them node group by node group (training.streaming)."""
+    stay on disk: the pipeline reads them node group by node group (training.streaming).
+    `tables_dir`: where pods.parquet and the other tables are, when not beside the samples."""
     import json
 
     from features import schema
     from features.sample_store import SampleStore
 
-    root = Path(data_dir)
-    store = SampleStore(root, set(TRAINING_METRICS))
+    store = SampleStore(Path(data_dir), set(TRAINING_METRICS))
+    root = Path(tables_dir or data_dir)
     if not store.files:
         raise ForesightError(f"{data_dir}: no partitioned samples of the training metrics")
     man = store.manifest
@@ -105,58 +109,125 @@ def from_partitions(data_dir: str) -> History:
                    store=store, step_s=man.get("step_s"))
 
 
-def from_tables(data_dir: str) -> History:
-    from features.ingest import read_tables
+def from_tables(data_dir: str, scratch: str | Path | None = None) -> History:
+    """A directory with one flat samples.parquet (and pods.parquet, ...): the table is split
+    on read into partitions in a new directory under `scratch` (features.ingest_store.
+    split_flat, never loaded whole), then read as `from_partitions` reads; that directory is
+    `History.scratch`, for the caller to remove."""
+    import shutil
+    import tempfile
 
-    t = read_tables(data_dir)
-    s = t["samples"]
-    if s.empty:
-        raise ForesightError(f"{data_dir}: samples table is empty")
-    pods = t.get("pods")
-    if pods is None or pods.empty:
-        raise ForesightError(f"{data_dir}: no pods table (pods.parquet): the models need pods")
-    queues = t.get("queues", pd.DataFrame(columns=["ts", "queue", "metric", "value"]))
-    lp = Path(data_dir) / "pod_labels.parquet"  # optional: workload keys for fingerprints
-    labels = pd.read_parquet(lp) if lp.exists() else None
-    return History(s, pods, queues, s["ts"].min(), s["ts"].max(), f"tables {data_dir}", labels)
+    from features.ingest import TABLE_FILES
+    from features.ingest_store import split_flat
+
+    table = Path(data_dir) / TABLE_FILES["samples"]
+    if not Path(data_dir).is_dir():
+        raise ForesightError(f"data directory {data_dir} does not exist")
+    if not table.is_file():
+        raise ForesightError(f"{data_dir} has no {table.name}: run `foresight ingest` or "
+                             "`foresight simulate` first")
+    if scratch:
+        Path(scratch).mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="foresight-split-", dir=scratch))
+    try:
+        split_flat(table, tmp)
+        h = from_partitions(str(tmp), tables_dir=data_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    h.source, h.scratch = f"tables {data_dir}", tmp
+    return h
+
+
+def pull_dir(scratch: str | Path | None) -> Path:
+    """Where `train --prometheus-url` pulls: a fixed place under `scratch` (default: the
+    system's temp directory), so that a job killed mid-pull resumes there."""
+    import tempfile
+
+    return Path(scratch or tempfile.gettempdir()) / "foresight-prometheus-pull"
+
+
+def _leftover(root: Path, step_s: float, max_age: pd.Timedelta) -> bool:
+    """Keep what an earlier run left in `root` (an interrupted pull resumes over its own
+    window; a complete one is trained from) unless it is older than `max_age` or was pulled
+    with another step: that is removed and pulled anew."""
+    import json
+    import shutil
+
+    from features.ingest import now_utc
+    from features.ingest_store import MANIFEST
+
+    man = root / MANIFEST
+    try:
+        have = json.loads(man.read_text()) if man.is_file() else None
+    except (OSError, ValueError):
+        have = {}
+    fresh = bool(have) and have.get("step_s") == step_s and list(
+        have.get("metrics", [])) == list(TRAINING_METRICS) and \
+        pd.Timestamp(now_utc()) - pd.Timestamp(have["end"]) <= max_age
+    if root.exists() and not fresh:
+        shutil.rmtree(root)
+    return fresh and have.get("complete", False)
+
+
+def partition_coverage(store, start: pd.Timestamp, end: pd.Timestamp, step_s: float,
+                       metrics) -> dict[str, float]:
+    """training.hygiene.coverage of partitioned samples: one day's timestamps at a time."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    expected = max(1.0, (end - start).total_seconds() / step_s)
+    step_ns = int(round(step_s * 1e9))
+    out = {}
+    for m in metrics:
+        seen = [np.unique(pq.read_table(f, columns=["ts"]).column("ts").to_pandas()
+                          .to_numpy(dtype="datetime64[ns]").astype(np.int64) // step_ns)
+                for f in store.files if f.stem == m]
+        n = len(np.unique(np.concatenate(seen))) if seen else 0
+        out[m] = float(min(1.0, n / expected))
+    return out
 
 
 def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30.0,
-                    min_coverage: float = 0.9, source=None, **auth) -> History:
-    """Ingest [start, end] from Prometheus (or Thanos/Mimir/VictoriaMetrics: same query API).
+                    min_coverage: float = 0.9, source=None, scratch: str | Path | None = None,
+                    progress=None, max_age: pd.Timedelta = pd.Timedelta("1D"),
+                    **auth) -> History:
+    """Pull [start, end] from Prometheus (or Thanos/Mimir/VictoriaMetrics: same query API)
+    into partitions under `scratch` and read them as `from_partitions` does: the pull is
+    `foresight ingest`'s (features.ingest_store, one day x metric at a time, resumable), so
+    memory does not grow with the window. The caller removes `History.store.root` when done.
 
     Raises SourceUnavailable when the server is down and ForesightError when what it returns
     covers less than `min_coverage` of the window for any metric the models need.
     """
-    from features.catalog import DEFAULT_GPU_METRICS, LabelConfig
-    from features.ingest import ingest
+    from features.ingest_store import ingest_to_dir
     from features.prometheus import PrometheusSource
-    from features.telemetry import gpu_samples_from_frame
 
+    root = pull_dir(scratch)
     src = source or PrometheusSource(url, **auth)
-    res = ingest(src, start, end, step_s=step_s)  # the default set; absent ones are listed
-    frames, missing = [res.samples], list(res.missing)
-    # what the kinds also read beyond ingest's default set (optional: profiling metrics and
-    # the app progress counter are often not exported)
-    for name in (m for m in TRAINING_METRICS if m not in DEFAULT_GPU_METRICS):
-        df = src.query_range(name, start, end, step_s)
-        if df.empty:
-            missing.append(name)
-        else:
-            frames.append(gpu_samples_from_frame(df, name, LabelConfig()))
-    samples = pd.concat(frames, ignore_index=True)
-    t0, t1 = pd.Timestamp(start), pd.Timestamp(end)
-    # partial = present but with holes; wholly absent metrics are reported, not refused
-    need = [m for m in TRAINING_METRICS if m not in missing]
-    cov = coverage(samples, t0, t1, step_s, need)
-    short = {m: c for m, c in cov.items() if c < min_coverage}
-    if short:
-        worst = min(short, key=short.get)
-        raise ForesightError(
-            f"partial data from {url}: {worst} covers {short[worst]:.0%} of "
-            f"{t0.isoformat()}..{t1.isoformat()} (need {min_coverage:.0%}; {len(short)} metric(s) "
-            f"short); models in service left untouched")
-    if res.pods.empty:
-        raise ForesightError(f"{url} returned no pods (kube-state-metrics) for the window")
-    notes = [f"metrics absent at the source: {', '.join(missing)}"] if missing else []
-    return History(samples, res.pods, res.queues, t0, t1, f"prometheus {url}", notes=notes)
+    if not _leftover(root, step_s, max_age):
+        # the training metrics, each optional (profiling metrics and the app progress
+        # counter are often not exported): absent ones are reported, not refused
+        ingest_to_dir(src, start, end, root, step_s=step_s, metrics=TRAINING_METRICS,
+                      required=False, progress=progress)
+    try:  # a pull that cannot be trained from is not kept for the next run
+        h = from_partitions(str(root))
+        t0, t1 = h.start, h.end
+        missing = [m for m in TRAINING_METRICS if m not in h.store.metrics]
+        cov = partition_coverage(h.store, t0, t1, step_s, [m for m in TRAINING_METRICS
+                                                           if m not in missing])
+        short = {m: c for m, c in cov.items() if c < min_coverage}
+        if short:
+            worst = min(short, key=short.get)
+            raise ForesightError(
+                f"partial data from {url}: {worst} covers {short[worst]:.0%} of "
+                f"{t0.isoformat()}..{t1.isoformat()} (need {min_coverage:.0%}; {len(short)} "
+                "metric(s) short); models in service left untouched")
+    except ForesightError:
+        import shutil
+
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+    h.source, h.scratch = f"prometheus {url}", root
+    h.notes = [f"metrics absent at the source: {', '.join(missing)}"] if missing else []
+    return h

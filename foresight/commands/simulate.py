@@ -1,6 +1,8 @@
-"""`foresight simulate`: write a synthetic cluster history (tables, truth, OpenMetrics)."""
+"""`foresight simulate`: write a synthetic cluster history (partitioned samples as `foresight
+ingest` writes them, tables, truth, OpenMetrics)."""
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 from typing import Optional
@@ -32,8 +34,8 @@ def simulate(
                                      "for promtool tsdb create-blocks-from openmetrics."),
 ) -> None:
     """Generate a seeded, deterministic GPU-cluster history with its ground truth."""
-    from features.ingest import write_tables
-    from simulator import SimConfig, generate_cluster
+    from simulator import SimConfig
+    from simulator.partitioned import write_partitioned
 
     try:
         cfg = SimConfig(seed=seed, days=days, step_s=step, nodes=nodes,
@@ -50,31 +52,33 @@ def simulate(
         raise ForesightError("that history is too large (> 20 M GPU-steps, ~4 GB of memory): "
                              "use fewer days or GPUs, or a longer --step")
     t0 = time.perf_counter()
-    cluster = generate_cluster(cfg)
+    if out.exists() and not out.is_dir():
+        raise ForesightError(f"output {out} exists and is not a directory")
+    # samples by (day, metric) as `foresight ingest` writes them: `train --data` streams them;
+    # an earlier run's samples (partitions of other days, or the older flat table) are replaced
+    shutil.rmtree(out / "samples", ignore_errors=True)
+    info = write_partitioned(cfg, out, truth=True)
+    (out / "samples.parquet").unlink(missing_ok=True)
     t_gen = time.perf_counter() - t0
-    write_tables(out, {"samples": cluster.samples, "pods": cluster.pods,
-                       "pod_labels": cluster.pod_labels, "queues": cluster.queues})
-    write_tables(out / "truth", cluster.truth)
     n_om = None
     if openmetrics:
-        from features.openmetrics import write_openmetrics
+        from features.openmetrics import write_openmetrics_dir
 
-        n_om = write_openmetrics(out / "history.om", samples=cluster.samples,
-                                 pods=cluster.pods, queues=cluster.queues)
-    _summary(cluster, out, t_gen, n_om)
+        n_om = write_openmetrics_dir(out / "history.om", out)
+    _summary(cfg, info, out, t_gen, n_om)
 
 
-def _summary(cluster, out: Path, t_gen: float, n_om: int | None) -> None:
-    cfg, truth = cluster.config, cluster.truth
+def _summary(cfg, info: dict, out: Path, t_gen: float, n_om: int | None) -> None:
+    truth = info["truth"]
     table = Table(title=f"Synthetic cluster -> {out}", title_justify="left")
     table.add_column("what")
     table.add_column("value", justify="right")
     rows = [
         ("GPUs", f"{cfg.nodes} x {cfg.gpus_per_node} {cfg.gpu_model}"),
         ("window", f"{cfg.start:%Y-%m-%d %H:%M} UTC + {cfg.days:g} d at {cfg.step_s:g} s"),
-        ("GPU samples", f"{len(cluster.samples):,} ({cluster.samples['metric'].nunique()} "
-                        "metrics)"),
-        ("pods", f"{len(cluster.pods):,} in {len(cfg.queues)} queues"),
+        ("GPU samples", f"{info['rows']:,} ({len(cfg.metric_names())} metrics, "
+                        f"{info['partitions']} day x metric partitions)"),
+        ("pods", f"{info['pods']:,} in {len(cfg.queues)} queues"),
         ("co-location episodes", f"{len(truth['interference']):,}"),
         ("median speed (GPU shared)", _median_shared(truth["interference"])),
         ("unhealthy GPUs", f"{len(truth['health'])}"),

@@ -17,7 +17,11 @@ import sys
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes, min_coverage, token):
+def _fetch(prometheus_url, since, end, step, data, synthetic, seed, days, nodes, min_coverage,
+           token, scratch, progress=None):
+    """The history, from exactly one source. Every source but --synthetic stays on disk as
+    partitions (an ingest or `simulate` directory as it is; a flat table split on read; a
+    Prometheus pull into --scratch, resumable) and is read node group by node group."""
     from foresight.errors import ForesightError
     from training import sources
 
@@ -26,16 +30,17 @@ def _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes, min_
         raise ForesightError("choose exactly one source: --prometheus-url URL, --data DIR or --synthetic")
     if synthetic:
         return sources.synthetic(seed=seed, days=days, nodes=nodes)
-    if data:  # an ingest directory stays on disk: read node group by node group
+    if data:
         from features.ingest_store import partition_files
 
         return sources.from_partitions(data) if partition_files(data) else \
-            sources.from_tables(data)
-    from features.ingest import now_utc, parse_duration
+            sources.from_tables(data, scratch)
+    from features.ingest import now_utc, parse_duration, parse_time
 
-    end = now_utc()
-    return sources.from_prometheus(prometheus_url, end - parse_duration(since), end, step_s=step,
-                                   min_coverage=min_coverage, token=token)
+    end_t = parse_time(end) if end else now_utc()
+    return sources.from_prometheus(prometheus_url, end_t - parse_duration(since), end_t,
+                                   step_s=step, min_coverage=min_coverage, token=token,
+                                   scratch=scratch, progress=progress)
 
 
 def summary_table(result, report: Path, elapsed: float, title: str | None = None) -> Table:
@@ -72,6 +77,12 @@ def register(app: typer.Typer) -> None:
         prometheus_url: Optional[str] = typer.Option(None, "--prometheus-url",
                                                      help="Prometheus/Thanos/Mimir/VictoriaMetrics query API."),
         since: str = typer.Option("30d", "--since", help="History length to fetch, e.g. 30d."),
+        end: Optional[str] = typer.Option(None, "--end", help="End of the history fetched "
+                                          "(RFC 3339 or unix s; default now)."),
+        scratch: Optional[str] = typer.Option(None, "--scratch", envvar="FORESIGHT_SCRATCH",
+                                              help="Disk for the pulled or split partitions and "
+                                              "the node groups (default: the temp directory); a "
+                                              "killed pull resumes there."),
         step: float = typer.Option(30.0, "--step", help="Query step in seconds."),
         token: Optional[str] = typer.Option(None, "--token", envvar="FORESIGHT_PROM_TOKEN",
                                             help="Bearer token for the metric source."),
@@ -107,10 +118,13 @@ def register(app: typer.Typer) -> None:
         import pandas as pd
 
         t0 = time.perf_counter()
+        if scratch:
+            Path(scratch).mkdir(parents=True, exist_ok=True)
         cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
                           kinds=tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS,
                           n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run,
-                          beat_baseline=beat_baseline, group_gpus=group_gpus)
+                          beat_baseline=beat_baseline, group_gpus=group_gpus,
+                          scratch=scratch)
         if dask_scheduler:
             from training.dask_fit import connect
 
@@ -121,8 +135,13 @@ def register(app: typer.Typer) -> None:
                       TextColumn("eta"), TimeRemainingColumn(),
                       console=console, transient=False) as bar:
             task = bar.add_task("fetch history", total=2 + len(cfg.kinds) * len(steps))
-            history = _fetch(prometheus_url, since, step, data, synthetic, seed, days, nodes,
-                             min_coverage, token)
+
+            def pulled(done: int, total: int, rows: int, what: str) -> None:
+                bar.update(task, description=f"pull {done}/{total} partitions ({rows:,} "
+                           f"samples): {what}")
+
+            history = _fetch(prometheus_url, since, end, step, data, synthetic, seed, days,
+                             nodes, min_coverage, token, scratch, pulled)
             n = history.store.rows() if history.samples is None else len(history.samples)
             bar.update(task, advance=1, description=f"fetched {n:,} samples")
 
@@ -145,6 +164,10 @@ def register(app: typer.Typer) -> None:
             finally:
                 if cfg.dask_client is not None:
                     cfg.dask_client.close()
+                if history.scratch is not None:  # a killed job never gets here: it resumes
+                    import shutil
+
+                    shutil.rmtree(history.scratch, ignore_errors=True)
             bar.update(task, description="report")
             _, report = write_report(result, registry, out)
             bar.update(task, completed=bar.tasks[0].total, description="done")

@@ -28,7 +28,7 @@ from typing import Callable
 
 import fsspec
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 MANIFEST_SCHEMA = 1
 MANIFEST = "manifest.json"

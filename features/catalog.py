@@ -77,7 +77,7 @@ DEFAULT_GPU_METRICS = (
 def gpu_metric(name: str) -> Metric:
     """Look up a metric with GPU labels by name (dcgm-exporter's, or the app progress
     counter), with a one-line error for unknown names."""
-    from foresight.errors import ForesightError
+    from ground.errors import ForesightError
 
     if name not in DCGM and name not in APP:
         raise ForesightError(f"unknown GPU metric {name!r}: expected a dcgm-exporter name such "

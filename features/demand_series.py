@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from features.schema import LONG_COLUMNS
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 def parse_freq(freq: str) -> pd.Timedelta:

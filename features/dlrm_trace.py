@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from features.demand_series import parse_freq
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 #: Anchor of the trace's relative seconds (arbitrary; weekdays are relative to it).
 EPOCH = pd.Timestamp("2025-01-01T00:00:00Z")

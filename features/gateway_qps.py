@@ -18,7 +18,7 @@ import pandas as pd
 
 from features.demand_series import regularize
 from features.schema import LONG_COLUMNS
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 GATEWAY = "gateway"
 

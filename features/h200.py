@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 #: colocate.py's telemetry column -> the pair table's solo feature.
 SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": "power_w",

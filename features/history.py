@@ -176,7 +176,7 @@ def node_table(df: pd.DataFrame, notes: Notes) -> pd.DataFrame:
 def finish_history(pods: pd.DataFrame, nodes: pd.DataFrame, end: float | None, t0, notes: Notes,
                    source: str) -> History:
     """Shared last step of both readers: end of history, jobs, and nodes never used."""
-    from foresight.errors import ForesightError
+    from ground.errors import ForesightError
 
     if nodes.empty:
         raise ForesightError("no node with GPUs in the input: nothing to replay on")

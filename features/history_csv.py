@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from features.history import History, Notes, finish_history, node_table
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
                   "ms": 1e-3, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0,

@@ -19,7 +19,7 @@ import pandas as pd
 from features import schema
 from features.history import History, Notes, finish_history, node_table
 from features.history_csv import seconds
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 GANG_NAME = r"^(?P<job>.+)-(?:master|worker|launcher|ps|chief|leader|head|evaluator)-\d+$"
 NODES_FILE = "nodes.parquet"

@@ -16,7 +16,7 @@ from features.ingest_store import (absent_metrics, atomic_parquet, metric_names,
 from features.prometheus import PrometheusSource
 from features.telemetry import (gpu_samples_from_frame, pods_from_source,
                                 queue_samples_from_source)
-from foresight.errors import ForesightError, MetricMissing
+from ground.errors import ForesightError, MetricMissing
 
 TABLE_FILES = {"samples": "samples.parquet", "pods": "pods.parquet", "queues": "queues.parquet"}
 

@@ -29,7 +29,7 @@ from features import schema
 from features.catalog import DEFAULT_GPU_METRICS, LabelConfig, gpu_metric
 from features.telemetry import (gpu_samples_from_frame, pods_from_source,
                                 queue_samples_from_source)
-from foresight.errors import ForesightError, MetricMissing
+from ground.errors import ForesightError, MetricMissing
 
 MANIFEST = "ingest.json"
 SAMPLES_DIR = "samples"

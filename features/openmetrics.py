@@ -19,7 +19,7 @@ import pandas as pd
 
 from features import schema
 from features.catalog import CATALOG, LabelConfig
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 def _escape(value: str) -> str:

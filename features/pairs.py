@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 #: Per-side solo features (column names without the `a_` / `b_` prefix).
 SIDE_FEATURES = [

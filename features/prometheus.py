@@ -17,7 +17,7 @@ import requests
 from prometheus_api_client import PrometheusApiClientException, PrometheusConnect
 from urllib3.util.retry import Retry
 
-from foresight.errors import ForesightError, MetricMissing, SourceUnavailable
+from ground.errors import ForesightError, MetricMissing, SourceUnavailable
 
 #: Prometheus refuses range queries that would return more than 11,000 points per series.
 MAX_POINTS_PER_SERIES = 11_000

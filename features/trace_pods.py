@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 def _read(path: str | Path, what: str) -> pd.DataFrame:

@@ -16,7 +16,7 @@ import pandas as pd
 from features.demand_series import parse_freq, regularize
 from features.schema import LONG_COLUMNS, equals_mask, has_pod
 from features.segments import to_ns
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 USAGE_METRICS = {"sm": "DCGM_FI_PROF_SM_ACTIVE", "fb": "DCGM_FI_DEV_FB_USED",
                  "power": "DCGM_FI_DEV_POWER_USAGE"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 class ArtifactError(ForesightError, ValueError):

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from foresight import __version__, commands
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 app = typer.Typer(
     name="foresight",

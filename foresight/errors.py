@@ -1,15 +1,4 @@
-"""User-facing errors: the CLI prints their message on one line and exits non-zero."""
+"""Kept for compatibility: the error types live on the ground floor (ground.errors)."""
+from ground.errors import ForesightError, MetricMissing, SourceUnavailable
 
-
-class ForesightError(Exception):
-    """An error caused by input or environment, not by a bug. Its message is one line."""
-
-    exit_code = 2
-
-
-class SourceUnavailable(ForesightError):
-    """The metric source (Prometheus, Thanos, Mimir) cannot be reached or refused us."""
-
-
-class MetricMissing(ForesightError):
-    """A metric the caller asked for has no series in the requested window."""
+__all__ = ["ForesightError", "MetricMissing", "SourceUnavailable"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import yaml
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 DEFAULT_PATH = Path(__file__).with_name("default_config.yaml")
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import orjson
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from scheduler_hook.podspec import PodSpecError
 from scheduler_hook.state import ClusterState
 from scheduler_hook.waiting import POD_GROUP_KINDS

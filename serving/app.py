@@ -22,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from serving import metrics
 from serving.batcher import OUT_COLUMNS, MicroBatcher
 from serving.cache import VersionedCaches

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 def build_api(only: str, hook: Any, registry: Path | None, reload_s: float,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 def read_series(path: str | Path) -> pd.DataFrame:

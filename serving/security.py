@@ -16,7 +16,7 @@ from typing import Any
 import orjson
 from starlette.responses import JSONResponse
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from serving import metrics
 
 OPEN_PATHS = ("/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/openapi.json")

@@ -15,7 +15,7 @@ def load_seed(name: str) -> dict:
     """Return the parsed seed file `name` (e.g. "power.json"); a clear error if absent."""
     path = SEED_DIR / name
     if not path.is_file():
-        from foresight.errors import ForesightError
+        from ground.errors import ForesightError
 
         raise ForesightError(f"seed file missing: {path} (run python -m simulator.derive_seeds)")
     return json.loads(path.read_text())

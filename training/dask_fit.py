@@ -12,7 +12,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from forecaster.demand.model import DemandForecaster
 from forecaster.interference.model import InterferenceModel
 from forecaster.usage.model import UsageForecaster

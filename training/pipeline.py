@@ -27,7 +27,7 @@ from typing import Callable
 import pandas as pd
 
 from foresight import __version__
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from training.hygiene import clean_samples
 from training.kinds import KINDS, SkipKind, load_kind
 from artifacts.models import best_baseline  # noqa: F401 - the gate's rule, read by the report too

@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from features.pairs import PROGRESS_METRIC, TELEMETRY_FEATURES
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from training.hygiene import coverage
 
 #: The metrics the wired kinds read (the pair builder's solo features + progress counter).

@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from forecaster.interference.features import (directed, numeric_features, pair_columns,
                                                side_features)
 from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,

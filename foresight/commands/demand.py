@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 def _load(series: Path, freq: str, agg: str, fill: str = "auto", target: str = "auto"):

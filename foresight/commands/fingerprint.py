@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 if TYPE_CHECKING:
     from features.segments import WideSeries

@@ -17,7 +17,7 @@ from features.ingest import now_utc, parse_duration, parse_time
 from features.ingest_store import SAMPLES_DIR, ingest_to_dir
 from features.openmetrics import backfill
 from features.prometheus import PrometheusSource
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 console = Console()
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 console = Console() if sys.stdout.isatty() else Console(width=180)
 DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "mig"

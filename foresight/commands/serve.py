@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 import typer
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 log = logging.getLogger("foresight.serve")

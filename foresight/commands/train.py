@@ -22,7 +22,7 @@ def _fetch(prometheus_url, since, end, step, data, synthetic, seed, days, nodes,
     """The history, from exactly one source. Every source but --synthetic stays on disk as
     partitions (an ingest or `simulate` directory as it is; a flat table split on read; a
     Prometheus pull into --scratch, resumable) and is read node group by node group."""
-    from foresight.errors import ForesightError
+    from ground.errors import ForesightError
     from training import sources
 
     chosen = [x for x in (prometheus_url, data, synthetic or None) if x]

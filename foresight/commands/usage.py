@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 console = Console(highlight=False)
 

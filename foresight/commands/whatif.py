@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 err = Console(stderr=True, highlight=False)
 

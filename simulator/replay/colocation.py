@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 MIN_FIT_PAIRS = 5  # measured (ordered) pairs needed before the P100 -> truth line replaces raw P100
 

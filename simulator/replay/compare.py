@@ -8,7 +8,7 @@ from typing import Callable, Iterable
 
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from simulator.replay.data import load_nodes, load_trace
 from simulator.replay.engine import replay
 

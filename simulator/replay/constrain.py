@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 REFERENCE = "gpuspec05"
 GENERATED = re.compile(r"^(?P<base>[a-z0-9]+)-spec(?P<pct>\d{1,2})$")  # e.g. default-spec25

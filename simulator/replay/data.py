@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from simulator.replay.constrain import generated_trace
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 from simulator.replay.cluster import Cluster
 from simulator.replay.data import Nodes, Pods, build_workload
 from simulator.replay.policies import ABLATIONS, POLICIES, Pod, Policy

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from foresight.errors import ForesightError
+from ground.errors import ForesightError
 
 
 class PowerMode:

@@ -27,7 +27,7 @@ def prepare(history, cfg) -> dict:
 def partial(samples: pd.DataFrame, history, cfg) -> pd.DataFrame | None:
     """One node group's usage series (None: no pod there ran the metric)."""
     from features.usage_series import usage_long
-    from foresight.errors import ForesightError
+    from ground.errors import ForesightError
 
     try:
         return usage_long(samples, cfg.usage_metric, cfg.usage_freq)

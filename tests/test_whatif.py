@@ -204,3 +204,34 @@ def test_summary_fits_80_columns_on_the_demo_history(demo_history, tmp_path, cap
     assert max(len(line) for line in out.splitlines()) <= 80
     assert "\x1b[" not in out  # no colour codes in a pipe
     assert np.isfinite(json.loads((tmp_path / "whatif.json").read_text())["peak_rss_mb"])
+
+
+@pytest.mark.skipif(__import__("shutil").which("prometheus") is None
+                    or __import__("shutil").which("promtool") is None,
+                    reason="prometheus/promtool not installed (make test installs them)")
+def test_prometheus_url_ingest_then_replay_equals_its_csv_export(tmp_path, capsys):
+    """One command against a real Prometheus holding the demo generator's cluster; the pods
+    it ingested, exported to CSV, give the same result."""
+    from features.ingest_store import read_partitioned_samples
+    from features.openmetrics import backfill, write_openmetrics
+    from promserver import PrometheusServer
+    from simulator import SimConfig, generate_cluster
+
+    end = pd.Timestamp.now(tz="UTC").floor("h") - pd.Timedelta(hours=1)
+    cl = generate_cluster(SimConfig(seed=5, start=end - pd.Timedelta(days=2.5), days=2.5,
+                                    step_s=60, nodes=3, gpus_per_node=4, load=1.0,
+                                    metrics=("DCGM_FI_DEV_GPU_UTIL",), fractional_share=0.6))
+    write_openmetrics(tmp_path / "h.om", samples=cl.samples, pods=cl.pods, queues=cl.queues,
+                      pod_step_s=600)
+    backfill(tmp_path / "h.om", tmp_path / "tsdb")
+    with PrometheusServer(tmp_path / "tsdb", retention="15d") as prom:
+        a, _ = _run(["--prometheus-url", prom.url, "--since", "3d", "--end", end.isoformat(),
+                     "--right-size", "1", "--no-report"], tmp_path / "a", capsys)
+    ing = tmp_path / "a" / "ingest"
+    read_partitioned_samples(ing).to_parquet(ing / "samples.parquet")
+    export_csv(ing, tmp_path / "jobs.csv", tmp_path / "nodes.csv")
+    b, _ = _run(["--jobs", str(tmp_path / "jobs.csv"), "--nodes", str(tmp_path / "nodes.csv"),
+                 "--end", end.isoformat(), "--right-size", "1", "--no-report"],
+                tmp_path / "b", capsys)
+    assert a["window"]["jobs"] > 50 and a["window"]["gpus"] == 12
+    assert _strip(a) == _strip(b)

@@ -55,8 +55,11 @@ def _bars(ax, names: list[str], groups: list[str], values: np.ndarray, ylabel: s
 
 
 def _best(names, vals, low=True) -> tuple[str, float]:
+    """The best policy's name and value; "every policy (tied)" when all are equal."""
     v = np.where(np.isnan(vals), np.inf if low else -np.inf, vals)
     i = int(np.argmin(v) if low else np.argmax(v))
+    if np.all(v == v[i]):
+        return "every policy (tied)", float(vals[i])
     return names[i], float(vals[i])
 
 
@@ -72,13 +75,15 @@ def plots(doc: dict, inp, raw: dict) -> list[tuple[str, bytes, str]]:
     ax.set_title("Queueing delay, all jobs", fontsize=9)
     b, bv = _best(names, v[:, 1])
     out.append(("delay_all", _encode(fig), f"Lowest p95 delay: {b} at {bv:.1f} min, against "
-                f"{_num(base['all']['p95_min']):.1f} min with {base['policy']}."))
+                f"{_num(base['all']['p95_min']):.1f} min with {base['policy']}; p50 from "
+                f"{np.nanmin(v[:, 0]):.1f} to {np.nanmax(v[:, 0]):.1f} min."))
     fig, ax = _fig()
     v = np.array([[_num(r[c]["p95_min"]) for c in CLASSES] for r in rows])
     _bars(ax, names, [f"{c} ({rows[0][c]['n']})" for c in CLASSES], v, "p95 delay (min)")
     ax.set_title("p95 queueing delay by size class (jobs)", fontsize=9)
     worst = CLASSES[int(np.nanargmax(np.nan_to_num(v, nan=-1).max(axis=0)))]
-    out.append(("delay_class", _encode(fig), f"Size class {worst} waits longest; per class "
+    out.append(("delay_class", _encode(fig), f"Size class {worst} waits longest "
+                f"({np.nanmax(v):.1f} min at p95 under some policy); per class "
                 f"the lowest p95 is with: " + ", ".join(
                     f"{c} {_best(names, v[:, i])[0]}" for i, c in enumerate(CLASSES)
                     if rows[0][c]["n"]) + "."))
@@ -105,11 +110,13 @@ def plots(doc: dict, inp, raw: dict) -> list[tuple[str, bytes, str]]:
         if key == "alloc":
             m = np.array([r["alloc_mean"] for r in rows])
             reading = (f"Mean allocation from {m.min():.1f}% ({names[int(m.argmin())]}) to "
-                       f"{m.max():.1f}% ({names[int(m.argmax())]}).")
+                       f"{m.max():.1f}% ({names[int(m.argmax())]})." if m.min() < m.max()
+                       else f"Mean allocation {m.min():.1f}% under every policy.")
         else:
             m = np.array([float(np.mean(raw[n].samples["queue_gpus"])) for n in names])
             reading = (f"Mean GPUs waiting: {m.min():.1f} ({names[int(m.argmin())]}) to "
-                       f"{m.max():.1f} ({names[int(m.argmax())]}).")
+                       f"{m.max():.1f} ({names[int(m.argmax())]})." if m.min() < m.max()
+                       else f"Mean GPUs waiting: {m.min():.1f} under every policy.")
         out.append((what, _encode(fig), reading))
     fig, ax = _fig()
     v = np.array([[r["idle_gpu_h_waiting"], r["frag_blocked_jobs"]] for r in rows], float)
@@ -138,11 +145,13 @@ def plots(doc: dict, inp, raw: dict) -> list[tuple[str, bytes, str]]:
 
 
 def _table(rows: list[dict]) -> str:
-    head = ["policy", "p50 min", "p95 min", "8+/gang p95", "alloc %", "idle GPU-h waiting",
+    head = ["policy", "p50 min", "p95 min", "mean min", "8+/gang p95", "alloc %",
+            "idle GPU-h waiting",
             "frag-blocked jobs", "gang deadlocks", "never started"]
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(str(x))}</td>" for x in (
-            r["policy"], r["all"]["p50_min"], r["all"]["p95_min"], r["8+gang"]["p95_min"],
+            r["policy"], r["all"]["p50_min"], r["all"]["p95_min"], r["all"]["mean_min"],
+            r["8+gang"]["p95_min"],
             r["alloc_mean"], r["idle_gpu_h_waiting"], r["frag_blocked_jobs"],
             r["gang_deadlocks"], r["unstarted"])) + "</tr>" for r in rows)
     return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{body}</table>"
@@ -175,3 +184,17 @@ def write_report(doc: dict, inp, raw: dict, out: Path, png_dir: Path | None = No
                    + "</body></html>")
     tmp.replace(path)
     return path
+
+
+def plots_to_dir(report: Path, out: Path) -> list[tuple[str, str]]:
+    """Each plot of a written report.html as out/<name>.png; (name, reading) per plot."""
+    import re
+
+    out.mkdir(parents=True, exist_ok=True)
+    got = []
+    for name, b64, reading in re.findall(r'<img alt="(\w+)" src="data:image/png;base64,'
+                                         r'([^"]+)"><figcaption>([^<]*)</figcaption>',
+                                         Path(report).read_text()):
+        (out / f"{name}.png").write_bytes(base64.b64decode(b64))
+        got.append((name, html.unescape(reading)))
+    return got

@@ -40,7 +40,7 @@ class WhatIfConfig:
     reserve_for: str = "big"
     seed: int = 0
     right_size_steps: int = 3  # replays of the pick on fewer nodes (bisection); 0: none
-    right_size_max: float = 0.5  # most of the nodes taken away
+    right_size_max: float = 0.9  # most of the nodes taken away
     extra: dict = field(default_factory=dict)
 
 

@@ -40,19 +40,20 @@ def summary_lines(doc: dict) -> list[str]:
         out += ["", "Input (nothing left out unsaid):"]
         for line in doc["notes"]:
             out += _wrap(line, "  ")
-    out += ["", "Queueing delay in minutes (all jobs, and jobs of 8+ GPUs or gangs):",
-            f"{'policy':<20}{'p50':>7}{'p95':>8}{'8+ p95':>8}{'alloc%':>8}{'idle':>7}"
-            f"{'frag':>7}{'never':>6}",
-            f"{'':<20}{'':>7}{'':>8}{'':>8}{'':>8}{'GPU-h':>7}{'-blk':>7}{'start':>6}"]
+    out += ["", "Queueing delay in minutes (all jobs; p95 of jobs of 8+ GPUs or gangs):",
+            f"{'policy':<20}{'p50':>6}{'p95':>7}{'mean':>7}{'8+ p95':>8}{'alloc%':>7}"
+            f"{'idle':>7}{'frag':>7}{'never':>6}",
+            f"{'':<20}{'':>6}{'':>7}{'':>7}{'':>8}{'':>7}{'GPU-h':>7}{'-blk':>7}{'start':>6}"]
     for r in doc["policies"]:
-        out.append(f"{r['policy'][:19]:<20}{_v(r['all']['p50_min']):>7}"
-                   f"{_v(r['all']['p95_min']):>8}{_v(r['8+gang']['p95_min']):>8}"
-                   f"{r['alloc_mean']:>8.1f}{r['idle_gpu_h_waiting']:>7.0f}"
+        out.append(f"{r['policy'][:19]:<20}{_v(r['all']['p50_min']):>6}"
+                   f"{_v(r['all']['p95_min']):>7}{_v(r['all']['mean_min']):>7}"
+                   f"{_v(r['8+gang']['p95_min']):>8}"
+                   f"{r['alloc_mean']:>7.1f}{r['idle_gpu_h_waiting']:>7.0f}"
                    f"{r['frag_blocked_jobs']:>7}{r['unstarted']:>6}")
     rec = doc.get("recorded")
     if rec and rec["all"]["n"]:
-        out.append(f"{'as recorded':<20}{_v(rec['all']['p50_min']):>7}"
-                   f"{_v(rec['all']['p95_min']):>8}")
+        out.append(f"{'as recorded':<20}{_v(rec['all']['p50_min']):>6}"
+                   f"{_v(rec['all']['p95_min']):>7}{_v(rec['all']['mean_min']):>7}")
     out += ["", "p95 delay (min) by size class:",
             f"{'policy':<20}" + "".join(f"{c:>10}" for c in CLASSES)]
     for r in doc["policies"]:

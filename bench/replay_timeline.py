@@ -60,7 +60,9 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
 
     done = set() if a.repeat else {(r["phase"], r["profile"], r["seed"], r["policy"],
                                     r["gang_semantics"], r["days"]) for r in _load()
-                                   if r.get("runtime_quantile", "p90") == a.runtime_quantile}
+                                   if r.get("runtime_quantile", "p90") == a.runtime_quantile
+                                   and r.get("quantile", "p90") == a.quantile
+                                   and r.get("max_hold_s") == a.max_hold}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -72,13 +74,14 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
             for group in [(p,) for p in todo] if a.phase == "speed" else [todo]:
                 cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
                                  load=a.load, policies=group, horizon=a.horizon,
-                                 quantile=a.quantile, runtime_quantile=a.runtime_quantile)
+                                 quantile=a.quantile, runtime_quantile=a.runtime_quantile,
+                                 max_hold_s=a.max_hold)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
                     r.update(phase=a.phase, days=a.days, horizon=a.horizon,
                              quantile=a.quantile, runtime_quantile=a.runtime_quantile,
-                             load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             max_hold_s=a.max_hold, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -206,8 +209,10 @@ def write(phase: str, command: str, notes: Path | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28"), default="dev",
-                    help="dev28 / final28: issue 28 (backfill) runs, 2 measured days")
+    ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
+                                        "final28b"), default="dev",
+                    help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
+                         "dev28b / final28b: the second try (open lent nodes, hold bound)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -217,6 +222,9 @@ def main() -> None:
     ap.add_argument("--quantile", default="p90")
     ap.add_argument("--runtime-quantile", default="p90",
                     help="backfill: the predicted run-time quantile a pod is believed to take")
+    ap.add_argument("--max-hold", type=float, default=None,
+                    help="backfill: seconds a pod is held off reserved nodes at most "
+                         "(default: the component's reservation_max_hold_s; 0: no bound)")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")
@@ -227,8 +235,9 @@ def main() -> None:
     a = ap.parse_args()
     if not a.table_only:
         run(a)
-    write(a.phase, "nice .venv/bin/python bench/replay_timeline.py " + " ".join(sys.argv[1:]),
-          a.notes)
+    if not a.phase.endswith("28b"):  # bench/replay_timeline_backfill.py tables those
+        write(a.phase, "nice .venv/bin/python bench/replay_timeline.py " +
+              " ".join(sys.argv[1:]), a.notes)
 
 
 if __name__ == "__main__":

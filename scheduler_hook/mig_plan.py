@@ -192,12 +192,19 @@ def _offer(c: Candidate, gpus: int) -> Counter[str]:
 
 
 def unmet(demand: dict[str, float], supply: Counter[str],
-          weights: dict[str, float] | None = None) -> float:
+          weights: dict[str, float] | None = None, burst: dict[str, float] | None = None
+          ) -> float:
     """Compute slices of demand without an instance, each profile's times its weight (1 when
-    not given)."""
+    not given); plus, at `BURST_WEIGHT`, those of the ``burst`` levels (see `protect_small`)."""
     w = weights or {}
-    return sum(w.get(p, 1.0) * mig.profile_compute(p) *
-               max(0.0, math.ceil(d - 1e-9) - supply.get(p, 0)) for p, d in demand.items())
+    out = sum(w.get(p, 1.0) * mig.profile_compute(p) *
+              max(0.0, math.ceil(d - 1e-9) - supply.get(p, 0)) for p, d in demand.items())
+    return out + sum(BURST_WEIGHT * mig.profile_compute(p) *
+                     max(0.0, math.ceil(d - 1e-9) - supply.get(p, 0))
+                     for p, d in (burst or {}).items())
+
+
+BURST_WEIGHT = 0.5  # a slice of a burst level counts less than any slice of demand
 
 
 def protect_small(demand: dict[str, float], max_compute: int = 3, factor: float = 100.0
@@ -205,15 +212,29 @@ def protect_small(demand: dict[str, float], max_compute: int = 3, factor: float 
     """Weights that put the profiles of at most ``max_compute`` slices first: a slice of their
     demand left unmet outweighs ``factor`` slices of the larger profiles'. Without them a
     7g instance counts 7x a 1g one, so the plan moves capacity from the many small pods to
-    the few large ones (issue 28: 1g-3g pods waited hours for the 4g/7g gains)."""
+    the few large ones (issue 28: 1g-3g pods waited hours for the 4g/7g gains).
+
+    Their bursts as well (`small_bursts`, the ``burst`` argument of `plan`): the mean alone
+    left the 1g-3g pods queueing minutes at their peaks (helios 3.5 min p95 vs 0 under
+    all-balanced), so slices that no profile's demand needs go to 1g-3g instances up to a
+    burst level, each such slice at `BURST_WEIGHT`: below any slice of demand, so the larger
+    profiles keep every instance their demand asks for."""
     return {p: factor if mig.profile_compute(p) <= max_compute else 1.0 for p in demand}
+
+
+def small_bursts(bursts: dict[str, float], max_compute: int = 3) -> dict[str, float]:
+    """The burst levels of the profiles `protect_small` puts first (the others dropped)."""
+    return {p: v for p, v in bursts.items() if mig.profile_compute(p) <= max_compute}
 
 
 def plan(states: list[NodeState], demand: dict[str, float], *, custom: bool = False,
          source: str = "", quantile: str = "p90", exact: bool = True,
-         weights: dict[str, float] | None = None) -> Plan:
+         weights: dict[str, float] | None = None, burst: dict[str, float] | None = None
+         ) -> Plan:
     """Propose a configuration per node (see module docstring). ``weights``: per profile,
-    how much an unmet compute slice of it counts (e.g. `protect_small`); 1 when not given."""
+    how much an unmet compute slice of it counts (e.g. `protect_small`); 1 when not given.
+    ``burst``: per profile, instances wanted beyond its demand, each slice at `BURST_WEIGHT`
+    (`protect_small`)."""
     supply = _supply(states, {})
     cands: dict[str, list[Candidate]] = {}
     by_kind: dict[tuple[str, str], list[Candidate]] = {}  # per GPU model and strategy
@@ -222,13 +243,14 @@ def plan(states: list[NodeState], demand: dict[str, float], *, custom: bool = Fa
         if kind not in by_kind:
             by_kind[kind] = candidates(s, custom)
         cands[s.name] = by_kind[kind]
-    chosen = _greedy(states, cands, demand, weights)
+    chosen = _greedy(states, cands, demand, weights, burst)
     if exact:
         from scheduler_hook.mig_solve import solve
 
-        best = solve(states, cands, demand, DRAIN_COST, weights=weights)
-        if best is not None and _cost(states, best, demand, weights) < \
-                _cost(states, chosen, demand, weights):
+        best = solve(states, cands, demand, DRAIN_COST, weights=weights, burst=burst,
+                     burst_weight=BURST_WEIGHT)
+        if best is not None and _cost(states, best, demand, weights, burst) < \
+                _cost(states, chosen, demand, weights, burst):
             chosen = best
     return _render(states, chosen, demand, supply, _supply(states, chosen), source, quantile)
 
@@ -242,24 +264,25 @@ def _supply(states: list[NodeState], chosen: dict[str, Candidate]) -> Counter[st
 
 
 def _cost(states: list[NodeState], chosen: dict[str, Candidate], demand: dict[str, float],
-          weights: dict[str, float] | None = None) -> tuple[float, float, int]:
+          weights: dict[str, float] | None = None, burst: dict[str, float] | None = None
+          ) -> tuple[float, float, int]:
     """(unmet slices, re-split cost, stranded slices of the changed nodes): lower is better."""
     changed = [s for s in states if s.name in chosen]
-    return (unmet(demand, _supply(states, chosen), weights),
+    return (unmet(demand, _supply(states, chosen), weights, burst),
             sum(1 + DRAIN_COST * len(s.pods) for s in changed),
             sum(s.gpus * mig.stranded_compute(chosen[s.name].geometry, s.model)
                 for s in changed))
 
 
 def _greedy(states: list[NodeState], cands: dict[str, list[Candidate]],
-            demand: dict[str, float], weights: dict[str, float] | None = None
-            ) -> dict[str, Candidate]:
+            demand: dict[str, float], weights: dict[str, float] | None = None,
+            burst: dict[str, float] | None = None) -> dict[str, Candidate]:
     """One node at a time, the change removing most unmet slices per unit of cost; then the
     changes the coverage does not need are reverted. Fast, and the fallback without scipy."""
     supply = _supply(states, {})
     chosen: dict[str, Candidate] = {}
-    while unmet(demand, supply, weights) > 0:
-        base, best = unmet(demand, supply, weights), None
+    while unmet(demand, supply, weights, burst) > 0:
+        base, best = unmet(demand, supply, weights, burst), None
         alike: set[tuple] = set()  # nodes of one model, size, geometry and pod count score alike
         for s in states:
             if s.name in chosen or s.busy:
@@ -271,7 +294,7 @@ def _greedy(states: list[NodeState], cands: dict[str, list[Candidate]],
             alike.add(kind)
             rest = supply - s.offer
             for c in cands[s.name]:
-                gain = base - unmet(demand, rest + _offer(c, s.gpus), weights)
+                gain = base - unmet(demand, rest + _offer(c, s.gpus), weights, burst)
                 if gain <= 0:
                     continue
                 key = (gain / (1 + DRAIN_COST * len(s.pods)), c.named,
@@ -287,7 +310,7 @@ def _greedy(states: list[NodeState], cands: dict[str, list[Candidate]],
         c = chosen.get(s.name)
         if c is not None:
             back = supply - _offer(c, s.gpus) + s.offer
-            if unmet(demand, back, weights) <= unmet(demand, supply, weights):
+            if unmet(demand, back, weights, burst) <= unmet(demand, supply, weights, burst):
                 del chosen[s.name]
                 supply = back
     return chosen

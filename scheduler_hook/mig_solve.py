@@ -20,8 +20,11 @@ from scheduler_hook import mig
 
 def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, float],
           drain_cost: float, time_limit_s: float = 10.0,
-          weights: dict[str, float] | None = None) -> dict[str, Any] | None:
-    """node name -> chosen Candidate for the nodes to re-split (see module docstring)."""
+          weights: dict[str, float] | None = None, burst: dict[str, float] | None = None,
+          burst_weight: float = 0.5) -> dict[str, Any] | None:
+    """node name -> chosen Candidate for the nodes to re-split (see module docstring).
+    ``burst``: per profile, a second level of instances whose unmet slices count
+    ``burst_weight`` each (`mig_plan.protect_small`): one more shortfall column per level."""
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
     except ImportError:  # scipy < 1.9
@@ -29,7 +32,11 @@ def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, floa
     need = {p: math.ceil(d - 1e-9) for p, d in demand.items() if d > 0}
     if not need:
         return {}
-    profiles = sorted(need)
+    # rows: (profile, level, weight); a burst row is the same profile's supply at a higher level
+    rows_ = [(p, need[p], (weights or {}).get(p, 1.0)) for p in sorted(need)]
+    rows_ += [(p, math.ceil(d - 1e-9), burst_weight) for p, d in sorted((burst or {}).items())
+              if d > 0]
+    profiles = sorted({r[0] for r in rows_})
     fixed = dict.fromkeys(profiles, 0)  # supply of nodes being re-split already: untouchable
     classes: dict[tuple, list[Any]] = {}
     for s in states:
@@ -45,7 +52,7 @@ def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, floa
     for k, members in enumerate(groups):
         cols.append((k, None))
         cols += [(k, c) for c in cands[members[0].name]]
-    n_y, n_p = len(cols), len(profiles)
+    n_y, n_p = len(cols), len(rows_)
     change_total = sum(len(m) * (1 + drain_cost * len(m[0].pods)) for m in groups)
     big = 1.0 + change_total  # one unmet slice outweighs every re-split together
     tie = 0.2 * drain_cost / (1.0 + sum(len(m) * (mig.COMPUTE_SLICES * m[0].gpus + 1)
@@ -55,21 +62,21 @@ def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, floa
     for j, (k, c) in enumerate(cols):
         s = groups[k][0]
         if c is None:
-            for i, p in enumerate(profiles):
+            for i, (p, _, _) in enumerate(rows_):
                 offer[i, j] = s.offer.get(p, 0)
             continue
         cost[j] = 1 + drain_cost * len(s.pods) + tie * (
             s.gpus * mig.stranded_compute(c.geometry, s.model) + (0 if c.named else 1))
-        for i, p in enumerate(profiles):
+        for i, (p, _, _) in enumerate(rows_):
             offer[i, j] = s.gpus * c.geometry.get(p, 0)
-    for i, p in enumerate(profiles):
-        cost[n_y + i] = big * mig.profile_compute(p) * (weights or {}).get(p, 1.0)
+    for i, (p, _, w) in enumerate(rows_):
+        cost[n_y + i] = big * mig.profile_compute(p) * w
     one_each = np.zeros((len(groups), n_y + n_p))
     for j, (k, _) in enumerate(cols):
         one_each[k, j] = 1
     sizes = np.array([len(m) for m in groups], float)
     cover = np.hstack([offer, np.eye(n_p)])  # supply + shortfall >= demand
-    lo = np.array([need[p] - fixed[p] for p in profiles], float)
+    lo = np.array([lv - fixed[p] for p, lv, _ in rows_], float)
     upper = np.concatenate([[sizes[k] for k, _ in cols], np.full(n_p, np.inf)])
     res = milp(cost, integrality=np.concatenate([np.ones(n_y), np.zeros(n_p)]),
                bounds=Bounds(np.zeros(n_y + n_p), upper),

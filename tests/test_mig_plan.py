@@ -293,3 +293,26 @@ def test_protect_small_covers_1g_3g_demand_before_4g_7g():
     assert kept.supply_after.get("1g.10gb", 0) >= 4
     assert kept.supply_after.get("7g.80gb", 0) == 1  # the GPU left over still goes to 7g
     assert protect_small({"3g.40gb": 1, "4g.40gb": 1}) == {"3g.40gb": 100.0, "4g.40gb": 1.0}
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_small_bursts_take_only_the_slices_no_demand_needs(exact):
+    from collections import Counter
+
+    from scheduler_hook.mig_plan import NodeState, plan, protect_small, small_bursts, unmet
+
+    m = mig.MODELS["A100-80GB"]
+    bal = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    states = [NodeState(f"n{i}", m, 1, "mixed", "all-balanced", Counter(bal), [])
+              for i in range(3)]
+    # three GPUs: 7g demand takes two; the third serves 1g demand (1) and its burst level (7)
+    demand = {"7g.80gb": 2.0, "1g.10gb": 1.0}
+    burst = small_bursts({"1g.10gb": 7.0, "7g.80gb": 3.0})
+    assert burst == {"1g.10gb": 7.0}  # only the profiles protect_small puts first
+    got = plan(states, demand, weights=protect_small(demand), burst=burst, exact=exact)
+    assert got.supply_after.get("7g.80gb", 0) == 2  # the burst takes nothing from demand
+    assert got.supply_after.get("1g.10gb", 0) == 7  # the spare GPU as seven 1g instances
+    without = plan(states, demand, weights=protect_small(demand), exact=exact)
+    assert without.supply_after.get("1g.10gb", 0) < 7
+    # a burst slice counts below a slice of demand
+    assert unmet({"1g.10gb": 1.0}, Counter(), burst={"1g.10gb": 3.0}) == 1.0 + 0.5 * 3

@@ -104,25 +104,56 @@ class _Fixed:
         return self.gpus if t < self.until else 0.0
 
 
-def test_replay_lends_a_reserved_node_and_keeps_its_lease():
+def test_replay_lends_a_reserved_node_and_opens_it_once_occupied():
     from simulator.timeline.engine import run_timeline
 
     # two empty 8-GPU nodes, 16 GPUs reserved (30-min horizon): lending one lasts 900 s
     rows = [(10, 2000, 1, 1, 1000),   # predicted 300 s: lent node 0 until 910; runs 2000 s
-            (20, 100, 1, 1, 1000),    # predicted 5,000 s: neither the pool nor the lease
-            (30, 100, 1, 1, 1000),    # predicted 300 s: joins the leased node
+            (20, 100, 1, 1, 1000),    # predicted 5,000 s: may not borrow, but joins node 0
+            (30, 100, 1, 1, 1000),    # predicted 300 s: joins the occupied node too
             (40, 100, 1, 8, 1000)]    # the 8-GPU pod the reservation is for: node 1 at once
     pred = np.array([300.0, 5000.0, 300.0, 300.0])
     r = run_timeline(nodes(8, 8), jobs(rows), "foresight-backfill", 0, 3600,
                      reserved=_Fixed(3000, 16), reserve_for="big", runtime_s=pred)
-    assert r.start[0] == 10 and r.start[2] == 30 and r.start[3] == 40
-    assert r.start[1] == 3000 and r.held[1]  # waits until the reservation drops
-    assert set(r.extra["backfill_jobs"].tolist()) == {0, 2}
-    over = dict(zip(r.extra["backfill_jobs"].tolist(), r.extra["overrun_s"].tolist()))
-    assert over[0] == 10 + 2000 - 910 and over[2] < 0  # counted, not preempted
+    assert r.start[0] == 10 and r.start[1] == 20 and r.start[2] == 30 and r.start[3] == 40
+    assert r.extra["backfill_jobs"].tolist() == [0]  # only the borrower holds a lease
+    assert r.extra["overrun_s"].tolist() == [10 + 2000 - 910]  # counted, not preempted
     strict = run_timeline(nodes(8, 8), jobs(rows), "foresight-flat", 0, 3600,
                           reserved=_Fixed(3000, 16), reserve_for="big")
     assert strict.start[0] == 3000  # without backfill the short pod waits too
+
+
+def test_replay_holds_a_pod_no_longer_than_the_bound():
+    from simulator.timeline.engine import run_timeline
+
+    # one empty 8-GPU node, all of it reserved: a long pod may not borrow it
+    rows = [(10, 5000, 1, 1, 1000), (500, 10, 1, 1, 1000)]
+    pred = np.array([5000.0, 5000.0])
+    kw = dict(reserved=_Fixed(3000, 8), reserve_for="big", runtime_s=pred)
+    r = run_timeline(nodes(8), jobs(rows), "foresight-backfill", 0, 3600, max_hold_s=0, **kw)
+    assert r.start[0] == 3000 and r.held[0]  # no bound: held until the reservation drops
+    r = run_timeline(nodes(8), jobs(rows), "foresight-backfill", 0, 3600, max_hold_s=300, **kw)
+    # held 300 s, then it takes the node (a pass when it ages); not a lease
+    assert 310 < r.start[0] < 311 and r.start[1] == 500
+    assert r.extra["aged_jobs"].tolist() == [0] and r.extra["aged_took"].tolist() == [True]
+    assert r.extra["backfill_jobs"].tolist() == []
+
+
+def test_component_stops_holding_a_pod_past_the_bound():
+    from scheduler_hook.scores.reservation import Reservation, held_too_long
+
+    assert held_too_long(601.0, 600.0) and not held_too_long(599.0, 600.0)
+    assert not held_too_long(1e9, 0.0)  # 0: no bound
+    ctx = _ctx(None)
+    assert (Reservation().score(ctx).value == 0).all()
+    ctx.pod.waited_s = 700.0
+    got = Reservation().score(ctx)
+    assert (got.value == 1).all() and "longer than the 10 min" in got.reason(0)
+    ctx.cfg = {"reservation_max_hold_s": 0}
+    assert (Reservation().score(ctx).value == 0).all()
+    ctx.pod = SimpleNamespace(priority=0, gpus=1, created=1.0)  # the extender: the pod's age
+    ctx.cfg = {}
+    assert (Reservation().score(ctx).value == 1).all()
 
 
 def test_backfill_policy_needs_run_times():

@@ -2,8 +2,12 @@
 scores 0 on an empty node when taking it would leave fewer whole free GPUs on empty nodes than
 the demand forecaster reserves, unless it backfills: its predicted run time (the `runtime`
 provider, issue 28) ends before the rest of the empty pool runs out at the forecast's rate
-(reserved GPUs per forecast horizon), i.e. before the forecast needs the node."""
+(reserved GPUs per forecast horizon), i.e. before the forecast needs the node. Priority
+stratification bounds the hold: a pod pending longer than `reservation_max_hold_s` may take
+reserved capacity like a high-priority one (issue 28: small jobs waited hours otherwise)."""
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -38,6 +42,23 @@ def backfill_window_s(mine: np.ndarray, total: float, reserved: float, horizon_s
     return horizon_s * np.maximum(total - mine, 0.0) / reserved
 
 
+MAX_HOLD_S = 600.0  # default_config.yaml `reservation_max_hold_s` (chosen on dev seeds)
+
+
+def held_too_long(waited_s: float, max_hold_s: float = MAX_HOLD_S) -> bool:
+    """A pod pending longer than ``max_hold_s`` (<= 0: no bound) is no longer held off the
+    reservation. The one rule that the extender's score and the timeline replay both apply."""
+    return max_hold_s > 0 and waited_s > max_hold_s
+
+
+def _waited_s(ctx: Context) -> float:
+    w = getattr(ctx.pod, "waited_s", None)  # the replay says it; the extender has the pod's age
+    if w is not None:
+        return float(w)
+    created = float(getattr(ctx.pod, "created", 0.0) or 0.0)
+    return time.time() - created if created > 0 else 0.0
+
+
 def _runtime(ctx: Context) -> float | None:
     rt = ctx.providers.fresh("runtime")
     v = None if rt is None else rt.runtime_s(ctx.pod)
@@ -55,6 +76,11 @@ class Reservation:
             return constant(ctx, 1.0, "high-priority pod may use reserved capacity")
         if ctx.pod.gpus == 0:
             return constant(ctx, 1.0, "no GPU requested")
+        waited = _waited_s(ctx)
+        hold = float(ctx.cfg.get("reservation_max_hold_s", MAX_HOLD_S))
+        if held_too_long(waited, hold):
+            return constant(ctx, 1.0, f"pending {waited / 60:.0f} min, longer than the "
+                            f"{hold / 60:.0f} min a pod is held off reserved capacity")
         reserved = float(model.reserved_whole_gpus())
         mine, total = empty_gpus(ctx)
         breaks = reservation_breaks(mine, total, reserved)

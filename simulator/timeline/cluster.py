@@ -26,7 +26,7 @@ class TimelineCluster(Cluster):
         self._whole_sum = int(self.whole.sum())
         self._milli_sum = int(self.node_free.sum())
         self._every: Aggregates | None = None
-        self._gone_key: object = None  # aggregates_excluding's kept rows
+        self._gone: dict = {}  # aggregates_excluding's kept rows, per key
 
     def _refresh(self, node: int) -> None:
         row = self.gpu_free[node].tolist()  # a handful of ints: plain Python is quicker
@@ -97,13 +97,17 @@ class TimelineCluster(Cluster):
         every = self.aggregates()
         if not len(rows):
             return every
-        if key is None or self._gone_key != key:
+        gone = self._gone.get(key) if key is not None else None
+        if gone is None:
             w, mf = self.whole[rows], self.maxfree[rows]
             ge = np.cumsum(np.bincount(w, minlength=len(every.ge))[::-1])[::-1]
             at = dict(zip(*(x.tolist() for x in np.unique(mf, return_counts=True))))
-            self._gone = (ge.tolist(), mf, at, int(w.sum()), int(self.node_free[rows].sum()))
-            self._gone_key = key
-        ge_off, mf, at, whole, milli = self._gone
+            gone = (ge.tolist(), mf, at, int(w.sum()), int(self.node_free[rows].sum()))
+            if key is not None:  # several keys live at once (one per run-time class)
+                if len(self._gone) >= 64:
+                    self._gone.clear()
+                self._gone[key] = gone
+        ge_off, mf, at, whole, milli = gone
         top = every.maxfree
         if self._mf_hist[top] <= at.get(top, 0):  # every node at the top is excluded
             h = np.array(self._mf_hist)

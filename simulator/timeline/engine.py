@@ -21,6 +21,7 @@ import numpy as np
 from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
+from scheduler_hook.scores.reservation import MAX_HOLD_S
 from simulator.timeline.reserve import NCLASS, ReservationGate, runtime_class
 from simulator.timeline.workload import Jobs
 
@@ -52,7 +53,8 @@ class _Gangs:
 
 def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
                  reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
-                 reserve_for: str = "gang", seed: int = 0, runtime_s=None) -> TimelineResult:
+                 reserve_for: str = "gang", seed: int = 0, runtime_s=None,
+                 max_hold_s: float | None = None) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -61,6 +63,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     Jobs arriving before ``t_start`` are not replayed (forecast history) but those still
     running at ``t_start`` start on the cluster. ``runtime_s``: per job, the run time the
     backfilling policies believe (a prediction, or the truth for the oracle).
+    ``max_hold_s``: backfilling policies, a pod pending longer may use reserved nodes (the
+    component's `held_too_long`; None: its default, 0: no bound); the others hold with no bound.
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -75,10 +79,12 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     backfill = placer.reserve and placer.backfill
     if backfill and runtime_s is None:
         raise ValueError(f"policy {policy} needs predicted run times")
-    gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0) \
-        if placer.reserve else None
+    hold = (MAX_HOLD_S if max_hold_s is None else max_hold_s) if backfill else 0.0
+    gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0,
+                           max_hold_s=hold) if placer.reserve else None
     rclass = runtime_class(runtime_s) if backfill else None
-    leases: list[tuple[int, float]] = []  # (job, lease end) of pods placed on lent nodes
+    leases: list[tuple[int, float]] = []  # (job, lease end) of pods that borrowed a node
+    aged_jobs: list[tuple[int, bool]] = []  # (job, took a node its class was held off)
     n = len(jobs)
     start = np.full(n, np.nan)
     frag = np.zeros(n, bool)
@@ -89,6 +95,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     held_at: dict[tuple, list[float]] = {}
     state: dict[tuple, int] = {}  # last pass outcome per key: 0 fits, 1 fragments, 2 held
     departures: list[tuple[float, int]] = []
+    wakes: list[tuple[float, int]] = []  # (arrival + hold bound, job): a pass when it ages
     gangs = _Gangs()
     counters = {"frag_events": 0, "deadlocks": 0, "restarts": 0}
     in_deadlock = False
@@ -141,8 +148,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         def for_key(self, k: tuple):
             return self.every if gate is None or k[3] else self.by_class(k[4])[0]
 
-        def mask(self, j: int):
-            if gate is None or exempt[j]:
+        def mask(self, j: int, now: float | None = None):
+            if gate is None or exempt[j] or (now is not None and aged(j, now)):
                 return None
             return self.by_class(int(rclass[j]) if rclass is not None else -1)[1]
 
@@ -167,8 +174,13 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             out.append((node, slots))
         return out
 
-    def fits(k: tuple, agg) -> bool:
-        return agg.for_key(k).fits(k[0], k[1], k[2])
+    def aged(j: int, now: float) -> bool:
+        """Pending longer than the hold bound: no longer held off reserved nodes."""
+        return hold > 0 and not exempt[j] and gate.may_take_reserved(now - jobs.arrival[j])
+
+    def fits(k: tuple, agg, top: int | None = None, now: float = 0.0) -> bool:
+        a = agg.every if top is not None and aged(top, now) else agg.for_key(k)
+        return a.fits(k[0], k[1], k[2])
 
     def start_job(j: int, now: float, pl) -> None:
         nonlocal pending_jobs, pending_gpus
@@ -179,7 +191,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         heapq.heappush(departures, (now + float(jobs.duration[j]), j))
 
     def lend(j: int, pl, strict) -> None:
-        """A held-off pod placed: lease the empty node it took, or keep the lease it joined."""
+        """A held-off pod placed: lease the empty node it took, if it took one."""
         for node, _ in pl:
             end = gate.lend(node, not strict[node])
             if end is not None:
@@ -192,22 +204,27 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         while True:
             best = None
             for k, heap in pending.items():
-                if heap and (best is None or heap[0] < pending[best][0]) and fits(k, agg):
+                if heap and (best is None or heap[0] < pending[best][0]) and \
+                        fits(k, agg, heap[0][2], now):
                     best = k
             if best is None:
                 break
             j = heapq.heappop(pending[best])[2]
             if gang or jobs.pods[j] == 1:
-                lent = backfill and not exempt[j] and rclass[j] < NCLASS
+                old = aged(j, now)
+                lent = backfill and not exempt[j] and rclass[j] < NCLASS and not old
                 strict = gate.allowed(1, False).copy() if lent else None
-                pl = place_pods(j, int(jobs.pods[j]), agg.mask(j))
+                held_mask = agg.mask(j) if old else None
+                pl = place_pods(j, int(jobs.pods[j]), agg.mask(j, now))
                 if pl is None:
                     break
                 if lent:
                     lend(j, pl, strict)
+                if old:
+                    aged_jobs.append((j, any(not held_mask[nd] for nd, _ in pl)))
                 start_job(j, now, pl)
             else:  # one pod of a gang, without gang semantics
-                pl = place_pods(j, 1, agg.mask(j))
+                pl = place_pods(j, 1, agg.mask(j, now))
                 if pl is None:
                     break
                 gangs.placed.setdefault(j, []).extend(pl)
@@ -290,7 +307,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     while True:
         t_arr = float(jobs.arrival[order[ai]]) if ai < len(order) else np.inf
         t_dep = departures[0][0] if departures else np.inf
-        now = min(t_arr, t_dep)
+        t_wake = wakes[0][0] if wakes else np.inf
+        now = min(t_arr, t_dep, t_wake)
         if next_sample <= min(now, t_end):  # one sample, then look at the events again
             if gate is not None:
                 gate.set_reserved(reserved.at(next_sample))
@@ -307,6 +325,11 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             continue
         if now >= t_end:
             break
+        if t_wake < min(t_arr, t_dep):  # a pending pod passes the hold bound
+            _, j = heapq.heappop(wakes)
+            if not np.isfinite(start[j]):
+                schedule(now)
+            continue
         if t_dep <= t_arr:
             _, j = heapq.heappop(departures)
             release_pods(where.pop(j), int(jobs.gpus[j]), int(jobs.milli[j]))
@@ -320,6 +343,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 push(j, k, r)
             pending_jobs += 1
             pending_gpus += float(jobs.gpu_request[j])
+            if hold > 0 and not exempt[j]:
+                heapq.heappush(wakes, (now + hold + 1e-3, j))
             if not fits(k, _Agg()):
                 record_blocked(now, _Agg())  # nothing freed: only it could start
                 continue
@@ -331,7 +356,9 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         lj = np.array([x[0] for x in leases], np.int64)
         le = np.array([x[1] for x in leases], float)
         over = start[lj] + jobs.duration[lj] - le if len(lj) else np.zeros(0)
-        extra = {"backfill_jobs": lj, "overrun_s": over}
+        extra = {"backfill_jobs": lj, "overrun_s": over,
+                 "aged_jobs": np.array([x[0] for x in aged_jobs], np.int64),
+                 "aged_took": np.array([x[1] for x in aged_jobs], bool)}
     return TimelineResult(policy, start, frag, held,
                           {k: np.asarray(v) for k, v in samples.items()},
                           counters["frag_events"], counters["deadlocks"], counters["restarts"],

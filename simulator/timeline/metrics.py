@@ -67,6 +67,11 @@ def backfill_summary(jobs: Jobs, res: TimelineResult, t0: float, t1: float) -> d
     over = res.extra.get("overrun_s", np.zeros(0))
     m = (jobs.arrival[lj] >= t0) & (jobs.arrival[lj] < t1)
     late = over[m] > 0
+    aj = res.extra.get("aged_jobs", np.zeros(0, np.int64))
+    took = res.extra.get("aged_took", np.zeros(0, bool))
+    am = (jobs.arrival[aj] >= t0) & (jobs.arrival[aj] < t1)
     return {"jobs": int(m.sum()), "overran": int(late.sum()),
             "overrun_p50_min": round(float(np.median(over[m][late])) / 60, 1) if late.any()
-            else 0.0}
+            else 0.0,
+            # started past the hold bound / of them, on a node their class was held off
+            "aged": int(am.sum()), "aged_took": int(took[am].sum())}

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler_hook import mig
-from scheduler_hook.mig_plan import NodeState, candidates, plan, protect_small
+from scheduler_hook.mig_plan import NodeState, candidates, plan, protect_small, small_bursts
 from simulator.timeline.mig import MigNodeSpec, MigResult, mig_cluster, run_mig
 from simulator.timeline.mig_demand import ArrivalForecast, planner_demand
 from simulator.timeline.mig_workload import MigPods, generate_mig_pods
@@ -58,6 +58,7 @@ class MigCaseConfig:
     protect: str = "none"          # 1g-3g first: "none", "start" (the first plan) or "all"
     start: str = "all-balanced"
     hold_small: bool = False       # re-plans may not take 1g-3g instances away
+    burst_q: float | None = None   # protect: 1g-3g also up to this quantile of concurrency
     floor_week: bool = False       # demand no lower than the past 7 days' mean concurrency
     demand: str = "forecast"       # or "week": the mean concurrency of the past 7 days only
     policies: tuple[str, ...] = POLICIES
@@ -74,8 +75,26 @@ def mean_concurrent(pods: MigPods, t0: float, t1: float) -> dict[str, float]:
             for i, p in enumerate(pods.profiles)}
 
 
+def concurrent_quantile(pods: MigPods, t0: float, t1: float, q: float, step: float = 600.0
+                        ) -> dict[str, float]:
+    """Per profile, the ``q`` quantile over [t0, t1) (every ``step``) of the instances that
+    the pods arrived before t1 would hold, each from its arrival for its run time (the demand
+    `mean_concurrent` averages), as seen from t1."""
+    ts = np.arange(t0, t1, step)
+    seen = pods.arrival < t1
+    out = {}
+    for i, p in enumerate(pods.profiles):
+        m = seen & (pods.profile == i)
+        a = np.sort(pods.arrival[m])
+        e = np.sort(np.minimum(pods.arrival[m] + pods.duration[m], t1))
+        n = np.searchsorted(a, ts, "right") - np.searchsorted(e, ts, "right")
+        out[p] = float(np.quantile(n, q)) if len(n) else 0.0
+    return out
+
+
 def static_geometry(specs: list[MigNodeSpec], demand: dict[str, float], custom: bool = False,
-                    protect: bool = False) -> dict[str, str | tuple[str, dict]]:
+                    protect: bool = False, burst: dict[str, float] | None = None
+                    ) -> dict[str, str | tuple[str, dict]]:
     """node -> config (a name, or (name, geometry) for a custom one): the planner on a demand
     per profile, every node free and starting from all-balanced."""
     states = []
@@ -85,7 +104,8 @@ def static_geometry(specs: list[MigNodeSpec], demand: dict[str, float], custom: 
         states.append(NodeState(s.name, m, s.gpus, "mixed", "all-balanced",
                                 Counter({p: n * s.gpus for p, n in geo.items()}), []))
     rows = plan(states, demand, custom=custom,
-                weights=protect_small(demand) if protect else None).nodes
+                weights=protect_small(demand) if protect else None,
+                burst=small_bursts(burst) if protect and burst else None).nodes
     by = {st.name: st for st in states}
     out: dict[str, str | tuple[str, dict]] = {}
     for r in rows:
@@ -102,13 +122,16 @@ def hindsight_geometry(specs: list[MigNodeSpec], pods: MigPods, t0: float, t1: f
 
 
 def past_week_geometry(specs: list[MigNodeSpec], pods: MigPods, t: float, days: float = 7.0,
-                       custom: bool = False, protect: bool = False
-                       ) -> dict[str, str | tuple[str, dict]]:
-    """The mean concurrent instances of the ``days`` before t, seen from t (no hindsight)."""
-    if pods.arrival.min() > t - days * 86400.0 + 3600.0:
+                       custom: bool = False, protect: bool = False,
+                       burst_q: float | None = None) -> dict[str, str | tuple[str, dict]]:
+    """The mean concurrent instances of the ``days`` before t, seen from t (no hindsight);
+    ``burst_q`` (with ``protect``): 1g-3g also up to that quantile of their concurrency then."""
+    t0 = t - days * 86400.0
+    if pods.arrival.min() > t0 + 3600.0:
         raise ValueError(f"past-week geometry: the pods start at {pods.arrival.min():.0f} s, "
-                         f"after {t - days * 86400.0:.0f} s (history_days too short)")
-    return static_geometry(specs, mean_concurrent(pods, t - days * 86400.0, t), custom, protect)
+                         f"after {t0:.0f} s (history_days too short)")
+    burst = concurrent_quantile(pods, t0, t, burst_q) if protect and burst_q else None
+    return static_geometry(specs, mean_concurrent(pods, t0, t), custom, protect, burst)
 
 
 def _floored(demand, pods: MigPods):
@@ -190,7 +213,8 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
             kw["initial"] = past_week_geometry(specs, pods, t0)
         elif pol == "planner-first-plan":  # the planner's start kept all week: no re-planning
             kw["initial"] = past_week_geometry(specs, pods, t0, custom=cfg.custom,
-                                               protect=cfg.protect != "none")
+                                               protect=cfg.protect != "none",
+                                               burst_q=cfg.burst_q)
         elif pol == "static-hindsight":
             kw["initial"] = hindsight_geometry(specs, pods, 0.0, t1)
         elif pol in ("planner", "oracle"):
@@ -210,7 +234,8 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
                                        if mig.profile_compute(p) <= SMALL_MAX)
             if cfg.start == "past-week":
                 kw["initial"] = past_week_geometry(specs, pods, t0, custom=cfg.custom,
-                                                   protect=cfg.protect != "none")
+                                                   protect=cfg.protect != "none",
+                                                   burst_q=cfg.burst_q)
         fc_w, fc_c = time.perf_counter() - w0, time.process_time() - c0
         res = run_mig(specs, pods, pol, t0, t1, **kw)
         row = summarize(pods, res, 0.0, t1)

@@ -10,11 +10,14 @@ hook's high priority, so they may use reserved nodes, as high-priority pods do i
 
 Backfill (issue 28): a held-off pod may still take an empty pool node when its predicted run
 time ends before the forecast needs the node (the component's own rule, `backfill_window_s`);
-the node is then lent until that time, and only pods predicted to end before the lease may
-join it, so that it is back empty when the forecast says big demand arrives. Pods are put in
-run-time classes (powers of two of 10 minutes, the class's upper bound is what the component
-is asked), so that a scheduling pass keeps checking fits per (shape, class) and not per pod.
-A pod that outlives its lease is not preempted; it is counted (`overran`).
+the node is then lent until that time. Once a lent node is occupied it is no longer a whole
+node to protect: any pod may join it, as on any busy node under the fence (issue 28's first
+try closed lent nodes to pods predicted to outlive the lease, and small pods waited hours).
+Pods are put in run-time classes (powers of two of 10 minutes, the class's upper bound is
+what the component is asked), so that a scheduling pass keeps checking fits per (shape,
+class) and not per pod. A borrower that outlives its lease is not preempted; it is counted
+(`overran`). A pod pending longer than the component's hold bound (`held_too_long`) is not
+held off at all (priority stratification; the engine asks `may_take_reserved`).
 
 Where the extender weighs the component's 0 against other scores, the replay holds the pod
 instead (a value of 0 removes the node): that is the reservation a queue-aware scheduler
@@ -27,7 +30,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from scheduler_hook.demand import DemandProvider
-from scheduler_hook.scores.reservation import Reservation, backfill_window_s
+from scheduler_hook.scores.reservation import Reservation, backfill_window_s, held_too_long
 
 HIGH = 1000  # scheduler_hook default_config.yaml `high_priority`
 CFG = {"high_priority": HIGH}
@@ -81,11 +84,12 @@ class _Providers:
 class ReservationGate:
     """Per-node mask of where a pod may go under the forecast reservation."""
 
-    def __init__(self, cluster, min_gpus: int = 8, horizon_s: float = 0.0) -> None:
+    def __init__(self, cluster, min_gpus: int = 8, horizon_s: float = 0.0,
+                 max_hold_s: float = 0.0) -> None:
         self.cluster = cluster
         self.horizon_s = horizon_s  # > 0: backfill on (the forecast's span)
+        self.max_hold_s = max_hold_s  # > 0: a pod pending longer is not held off
         self.lease_end = np.full(len(cluster.nodes), -np.inf)
-        self.leased: dict[int, float] = {}  # node -> lease end, while the node is not empty
         self.now = 0.0
         self._class_memo: dict[int, tuple] = {}
         self.rows = np.flatnonzero(cluster.nodes.gpus >= min_gpus)
@@ -120,46 +124,39 @@ class ReservationGate:
         self.allowed(gpus, big)
         return self._memo[2], self._memo[0] if self._memo[3] else None
 
+    def may_take_reserved(self, waited_s: float) -> bool:
+        """The component's hold bound: a pod pending ``waited_s`` may use reserved nodes."""
+        return held_too_long(waited_s, self.max_hold_s)
+
     # -- backfill ---------------------------------------------------------------------------
     def class_off(self, b: int) -> tuple[np.ndarray, np.ndarray, tuple | None]:
         """(mask, held-off nodes, memo key or None) for a 1-GPU-or-less pod of run-time
-        class ``b``: the component asked with the class's bound (empty nodes it may borrow),
-        then leased nodes whose lease ends before the class's bound from now."""
-        bound = class_bound(b)
+        class ``b``: the component asked with the class's bound (the empty nodes it may
+        borrow); a lent node once occupied is open to every pod, as any busy node is."""
         d = self.providers.demand
         key = (self.cluster.empty_version, None if d is None else d.reserved_whole_gpus(), b)
         memo = self._class_memo.get(b)
         if memo is None or memo[0] != key:
-            memo = self._class_memo[b] = (key, *self._compute(1, False, bound))
-        mask, off = memo[1], memo[2]
-        # a lease holds until the node is empty again: one that ran out while a pod overran
-        # admits no one more (the node is owed to the reservation)
-        until = self.now + bound
-        leased = [n for n, end in self.leased.items() if end < until]
-        if not leased:
-            return mask, off, key if memo[3] else None
-        mask = mask.copy()
-        mask[leased] = False
-        return mask, np.union1d(off, np.array(leased, np.int64)), None
+            memo = self._class_memo[b] = (key, *self._compute(1, False, class_bound(b)))
+        return memo[1], memo[2], key if memo[3] else None
 
     def lend(self, node: int, strict_off: bool) -> float | None:
-        """A held-off pod was placed on ``node``: lease it (if it was an empty node the strict
-        rule held off) until the forecast needs it; the lease end the pod must keep, if any."""
-        if strict_off:
-            d = self.providers.demand
-            total = float(self.cluster.whole[self.rows][
-                self.cluster.whole[self.rows] == self.cluster.nodes.gpus[self.rows]].sum())
-            mine = float(self.cluster.nodes.gpus[node])
-            w = backfill_window_s(np.array([mine]), total + mine, d.reserved_whole_gpus(),
-                                  self.horizon_s)[0]
-            self.lease_end[node] = self.leased[node] = self.now + w
-            return self.lease_end[node]
-        end = self.lease_end[node]
-        return float(end) if end > self.now else None
+        """A held-off pod was placed on ``node``: if it was an empty node the strict rule held
+        off, lease it until the forecast needs it and return the lease end the pod must keep
+        (None when it joined a busy node: no lease)."""
+        if not strict_off:
+            return None
+        d = self.providers.demand
+        whole = self.cluster.whole[self.rows]
+        total = float(whole[whole == self.cluster.nodes.gpus[self.rows]].sum())
+        mine = float(self.cluster.nodes.gpus[node])
+        w = backfill_window_s(np.array([mine]), total + mine, d.reserved_whole_gpus(),
+                              self.horizon_s)[0]
+        self.lease_end[node] = self.now + w
+        return float(self.lease_end[node])
 
     def emptied(self, node: int) -> None:
         self.lease_end[node] = -np.inf
-        self.leased.pop(node, None)
 
     def _compute(self, gpus: int, big: bool, runtime_s: float | None = None
                  ) -> tuple[np.ndarray, np.ndarray, bool]:

@@ -4,8 +4,8 @@ Pods: ``pods.parquet`` (created, started, finished, GPU request, queue, priority
 Nodes: ``nodes.parquet`` (``node``, ``gpus``, ``model``: kube_node_status_allocatable and the
 GPU feature-discovery label) when there, else the GPUs each node reported in the GPU samples;
 nodes pods ran on that are in neither take the most common GPU count (said).
-Gangs: a ``gang`` column when the pods table has one (the scheduler-plugins pod-group or Volcano
-job label), else pods named ``<job>-(master|worker|launcher|ps|chief|leader|head)-<n>`` in one
+Gangs: a ``gang`` column when the pods table has one (`ingest_history` adds it from the
+scheduler-plugins pod-group or Volcano job label of kube_pod_labels), else pods named ``<job>-(master|worker|launcher|ps|chief|leader|head)-<n>`` in one
 namespace (PyTorchJob, MPIJob, TFJob, LeaderWorkerSet, Ray) form one gang (said).
 """
 from __future__ import annotations
@@ -131,6 +131,25 @@ def nodes_from_source(source, end, window_s: int, gpu_resource: str = "nvidia_co
     return out.fillna({"model": ""}).reset_index(drop=True)
 
 
+#: kube_pod_labels labels naming a pod's gang: scheduler-plugins' PodGroup
+#: (scheduling.x-k8s.io/pod-group) and Volcano's job (volcano.sh/job-name); KSM exports them
+#: when its --metric-labels-allowlist lets them through.
+GANG_LABELS = ("label_scheduling_x_k8s_io_pod_group", "label_volcano_sh_job_name")
+
+
+def gangs_from_source(source, end, window_s: int) -> pd.DataFrame:
+    """namespace, pod, gang ('' none) from the pod-group labels of kube_pod_labels."""
+    lab = source.query(f"last_over_time(kube_pod_labels[{window_s}s])", end)
+    cols = [c for c in GANG_LABELS if c in lab.columns]
+    if lab.empty or not cols or not {"namespace", "pod"} <= set(lab.columns):
+        return pd.DataFrame({"namespace": [], "pod": [], "gang": []})
+    g = lab[cols].fillna("").astype(str).agg(lambda r: next((v for v in r if v), ""), axis=1)
+    out = pd.DataFrame({"namespace": lab["namespace"].astype(str), "pod": lab["pod"].astype(str),
+                        "gang": g})
+    out["gang"] = (out["namespace"] + "/" + out["gang"]).where(out["gang"].ne(""), "")
+    return out.drop_duplicates(["namespace", "pod"], keep="last")
+
+
 def ingest_history(url: str, out: Path | str, since, end=None) -> None:
     """`foresight ingest` of what the what-if needs (pods, one GPU metric at 5 min for the
     nodes' GPUs) and the nodes' allocatable GPUs into ``nodes.parquet``."""
@@ -142,6 +161,12 @@ def ingest_history(url: str, out: Path | str, since, end=None) -> None:
     start = end - since
     source = PrometheusSource(url)
     ingest_to_dir(source, start, end, out, step_s=300.0, metrics=("DCGM_FI_DEV_GPU_UTIL",))
-    nodes = nodes_from_source(source, end, max(int(since.total_seconds()), 1))
+    window = max(int(since.total_seconds()), 1)
+    nodes = nodes_from_source(source, end, window)
     if len(nodes):
         atomic_parquet(nodes, Path(out) / NODES_FILE)
+    gangs = gangs_from_source(source, end, window)
+    if gangs["gang"].ne("").any():  # the pods table gains a gang column (others ignore it)
+        pods = pd.read_parquet(Path(out) / "pods.parquet")
+        pods = pods.merge(gangs, on=["namespace", "pod"], how="left")
+        atomic_parquet(pods.fillna({"gang": ""}), Path(out) / "pods.parquet")

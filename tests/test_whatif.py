@@ -15,7 +15,8 @@ import pytest
 from foresight.cli import main
 
 DATA = Path(__file__).parent / "fixtures" / "whatif"
-TIMING = {"seconds", "cpu_seconds", "replay_seconds", "forecast_seconds", "peak_rss_mb",
+TIMING = {"seconds", "cpu_seconds", "replay_seconds", "replay_cpu_seconds",
+          "forecast_seconds", "peak_rss_mb",
           "source", "report"}
 
 
@@ -235,3 +236,23 @@ def test_prometheus_url_ingest_then_replay_equals_its_csv_export(tmp_path, capsy
                 tmp_path / "b", capsys)
     assert a["window"]["jobs"] > 50 and a["window"]["gpus"] == 12
     assert _strip(a) == _strip(b)
+
+
+def test_ingest_gangs_from_names_or_the_gang_column(tmp_path):
+    from features.history_ingest import read_ingest_history
+
+    t = pd.Timestamp("2026-02-02", tz="UTC")
+    names = ["ddp-worker-0", "ddp-worker-1", "ddp-worker-2", "solo-0", "nb-master-0"]
+    pods = pd.DataFrame({"namespace": "x", "pod": names, "node": "", "queue": "q",
+                         "priority": 0, "workload": "w", "gpu_request": [8, 8, 8, 1, 1],
+                         "created": [t] * 5, "started": [t] * 5,
+                         "finished": [t + pd.Timedelta(hours=1)] * 5})
+    pods.to_parquet(tmp_path / "pods.parquet")
+    pd.DataFrame({"node": ["a", "b", "c"], "gpus": 8, "model": "H100"}).to_parquet(
+        tmp_path / "nodes.parquet")
+    h = read_ingest_history(tmp_path)
+    assert sorted(h.jobs["pods"]) == [1, 1, 3]  # nb-master-0 alone is no gang
+    assert any("pods are in 1 gangs inferred from their names" in n for n in h.notes.render())
+    pods["gang"] = ["", "", "", "g1", "g1"]  # a gang label wins over names
+    pods.to_parquet(tmp_path / "pods.parquet")
+    assert sorted(read_ingest_history(tmp_path).jobs["pods"]) == [1, 1, 1, 2]

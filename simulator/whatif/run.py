@@ -15,7 +15,7 @@ from typing import Callable
 import numpy as np
 
 from simulator.timeline.engine import TimelineResult, run_timeline
-from simulator.timeline.forecast import ReservedSchedule
+from simulator.timeline.forecast import FREQ_S, ReservedSchedule
 from simulator.timeline.policies import Placer
 from simulator.timeline.runtime import predicted_runtimes
 from simulator.whatif.jobs import ReplayInput, fewer_nodes
@@ -48,6 +48,22 @@ def peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+class _Nothing:
+    """The reserved-GPU schedule where there is nothing to reserve for (no 8-GPU pod and no
+    gang in the history, or no node of 8 GPUs): 0 at every time, no forecaster fitted."""
+
+    short_days = 0
+
+    def __init__(self, horizon_s: float) -> None:
+        self.horizon_s = horizon_s
+
+    def at(self, t: float) -> float:
+        return 0.0
+
+    def mean(self, t0: float, t1: float) -> float:
+        return 0.0
+
+
 class _Inputs:
     """Reserved-GPU schedules and run-time predictions, built once and shared by policies."""
 
@@ -56,6 +72,8 @@ class _Inputs:
         self.scheds: dict[tuple, ReservedSchedule] = {}
         self.preds = None
         self.seconds = 0.0
+        big = inp.jobs.big if cfg.reserve_for == "big" else inp.jobs.pods > 1
+        self.idle = not big.any() or not (inp.nodes.gpus >= 8).any()
 
     def for_policy(self, p: str):
         placer = Placer(p)
@@ -67,11 +85,11 @@ class _Inputs:
         if key not in self.scheds:
             if placer.reserve not in ("forecast", "flat", "oracle"):
                 raise ValueError(f"policy {p} is not offered by the what-if replay")
-            self.scheds[key] = ReservedSchedule(
-                jobs, placer.reserve, 0.0, t1, horizon=cfg.horizon, quantile=cfg.quantile,
-                reserve_for=cfg.reserve_for, seed=cfg.seed,
-                decay_bins=cfg.decay_bins if placer.backfill and placer.reserve == "forecast"
-                else 0)
+            decay = cfg.decay_bins if placer.backfill and placer.reserve == "forecast" else 0
+            self.scheds[key] = _Nothing(cfg.horizon * FREQ_S) if self.idle else \
+                ReservedSchedule(jobs, placer.reserve, 0.0, t1, horizon=cfg.horizon,
+                                 quantile=cfg.quantile, reserve_for=cfg.reserve_for,
+                                 seed=cfg.seed, decay_bins=decay)
         runtime = None
         if placer.backfill and placer.reserve == "oracle":
             runtime = jobs.duration
@@ -107,17 +125,19 @@ def run_whatif(inp: ReplayInput, cfg: WhatIfConfig, progress: Progress | None = 
         done[0] += step
 
     shared = _Inputs(inp, cfg)
-    rows, raw, wall = [], {}, {}
+    rows, raw, wall, cpu = [], {}, {}, {}
     for p in cfg.policies:
         tick(p)
-        w = time.perf_counter()
+        w, c = time.perf_counter(), time.process_time()
         res = _replay(inp, inp.nodes, p, shared, cfg)
-        wall[p] = time.perf_counter() - w
+        wall[p], cpu[p] = time.perf_counter() - w, time.process_time() - c
         raw[p] = res
         rows.append(policy_row(inp, res))
     out: dict = {"policies": rows, "results": raw, "replay_seconds": wall,
+                 "replay_cpu_seconds": cpu,
                  "forecast_short_days": {f"{k[0]}{'+backfill' if k[1] else ''}": s.short_days
-                                         for k, s in shared.scheds.items()}}
+                                         for k, s in shared.scheds.items()},
+                 "nothing_reserved": bool(shared.idle and shared.scheds)}
     if gangs:
         tick(POD_BY_POD)
         res = _replay(inp, inp.nodes, BASELINE, shared, cfg, gang=False)
@@ -189,6 +209,10 @@ def whatif(history, warmup_s: float, cfg: WhatIfConfig, progress: Progress | Non
                       "gpus": int(inp.nodes.gpus.sum())},
            "recorded": recorded_row(inp), **got,
            "seconds": round(time.perf_counter() - w, 1)}
+    if got.get("nothing_reserved"):
+        doc["notes"].append("inferred: no job of 8 GPUs or more, no gang, or no node of 8 GPUs:"
+                            " the reservation has nothing to keep room for (no forecaster "
+                            "fitted; the reserving policies place as foresight does)")
     short = {k: v for k, v in got["forecast_short_days"].items() if v}
     for k, v in short.items():
         doc["notes"].append(f"inferred: {v} replayed day(s) had too little history for the "

@@ -1,4 +1,5 @@
-"""Demand forecasts for the API: the DemandForecaster in service over a recent demand series.
+"""Demand forecasts for the API: the DemandForecaster in service over a recent demand series,
+and its routes (`GET /v1/demand` from the server's series, `POST /v1/demand` from the body's).
 
 The model holds no data, so a forecast needs the recent bins of each queue: either the series
 the operator points the server at (`--demand-series`, a CSV or Parquet file in Nixtla long
@@ -12,8 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from fastapi import Depends, Query
 
 from ground.errors import ForesightError
+from serving import metrics
+from serving.deps import ERRORS, Context, get_context, missing, problem, router as _router
+from serving.schemas import DemandRequest, DemandResponse
+from serving.security import ORJSONResponse
 
 
 def read_series(path: str | Path) -> pd.DataFrame:
@@ -125,3 +131,44 @@ def _shape_mix(hook: Any) -> tuple[list[dict] | None, str]:
 def _fmt(td: pd.Timedelta) -> str:
     s = int(td.total_seconds())
     return f"{s // 3600}h" if s % 3600 == 0 else f"{s // 60}min" if s % 60 == 0 else f"{s}s"
+
+
+# -- routes: GET /v1/demand (the server's series), POST /v1/demand (a series in the body) --
+router = _router(tags=["predict"])
+
+
+def _answer(ctx: Context, queue: str | None, horizon: str | None,
+            series: pd.DataFrame | None) -> ORJSONResponse:
+    m = ctx.store.get("demand")
+    if m is None:
+        return missing("demand", ctx.store)
+    try:
+        body = ctx.demand.forecast(m, queue, horizon, series, ctx.hook)
+    except LookupError as exc:  # no series to forecast from
+        metrics.FALLBACKS.labels("demand").inc()
+        return problem(503, str(exc))
+    except ValueError as exc:  # the argument named in the message
+        return problem(422, str(exc))
+    metrics.PREDICTIONS.labels("demand").inc(len(body["forecasts"]))
+    return ORJSONResponse(body)
+
+
+@router.get("/v1/demand", response_model=DemandResponse, responses=ERRORS)
+def demand_get(queue: str | None = Query(None, max_length=253),
+               horizon: str | None = Query(None, max_length=32),
+               ctx: Context = Depends(get_context)) -> ORJSONResponse:
+    """Quantile forecasts (p10/p50/p90 GPUs requested over the horizon) per queue, from the
+    server's recent demand series, and the forecast mix of pod shapes."""
+    return _answer(ctx, queue, horizon, None)
+
+
+@router.post("/v1/demand", response_model=DemandResponse, responses=ERRORS)
+def demand_post(req: DemandRequest, horizon: str | None = Query(None, max_length=32),
+                ctx: Context = Depends(get_context)) -> ORJSONResponse:
+    """The same forecast from a demand series sent in the body (Nixtla long format)."""
+    try:
+        s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
+        s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601").dt.tz_localize(None)
+    except (ValueError, TypeError, OverflowError) as exc:
+        return problem(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
+    return _answer(ctx, req.queue, horizon, s)

@@ -10,12 +10,14 @@ from __future__ import annotations
 import logging
 from typing import Any, Literal, Optional
 
-from fastapi import FastAPI, Query
+from fastapi import Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from serving.deps import get_hook, problem, router as _router
 from serving.security import ORJSONResponse
 
 log = logging.getLogger("foresight.serving")
+router = _router(tags=["mig"])
 Quantile = Literal["p10", "p50", "p90"]
 
 
@@ -45,62 +47,67 @@ class MigPlanRequest(BaseModel):
 
 
 def _err(status: int, error: str) -> ORJSONResponse:
-    return ORJSONResponse({"error": error, "detail": None}, status_code=status)
+    return problem(status, error)
 
 
-def add_mig_routes(app: FastAPI, hook: Any = None) -> None:
-    """Mount POST and GET /v1/mig/plan on `app` (hook: the extender's, for its state)."""
+def _run(nodes: Any, pods: Any, forecast: list[dict] | None, quantile: str,
+         custom: bool) -> ORJSONResponse:
     from scheduler_hook.mig import MigError
     from scheduler_hook.mig_plan import plan_objects
 
-    def run(nodes: Any, pods: Any, forecast: list[dict] | None, quantile: str,
-            custom: bool) -> ORJSONResponse:
-        try:
-            p = plan_objects(nodes, pods, forecast, quantile, custom)
-        except MigError as exc:
-            return _err(422, f"snapshot: {exc}")
-        except ValueError as exc:
-            where = "forecast" if str(exc).startswith("forecast") else "snapshot"
-            return _err(422, f"{where}: {exc}")
-        except Exception as exc:  # noqa: BLE001 - a planner bug is a 503 with the reason
-            log.exception("MIG plan failed")
-            return _err(503, f"MIG planning failed: {type(exc).__name__}: {str(exc)[:200]}")
-        return ORJSONResponse(p.as_dict())
+    try:
+        p = plan_objects(nodes, pods, forecast, quantile, custom)
+    except MigError as exc:
+        return _err(422, f"snapshot: {exc}")
+    except ValueError as exc:
+        where = "forecast" if str(exc).startswith("forecast") else "snapshot"
+        return _err(422, f"{where}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - a planner bug is a 503 with the reason
+        log.exception("MIG plan failed")
+        return _err(503, f"MIG planning failed: {type(exc).__name__}: {str(exc)[:200]}")
+    return ORJSONResponse(p.as_dict())
 
-    def from_state(forecast: list[dict] | None, quantile: str, custom: bool) -> ORJSONResponse:
-        if hook is None:
-            return _err(503, "no cluster state: send `snapshot` in a POST body, or start the "
-                             "API with --snapshot or in a cluster")
-        st = hook.state
-        with st.lock:
-            infos, pods = list(st.nodes.values()), list(st.pods.values())
-        from scheduler_hook.mig_plan import (demand_from_forecast, demand_from_pods,
-                                             node_states, plan)
-        try:
-            states = node_states(infos, pods)
-            demand = demand_from_forecast(forecast, quantile) if forecast else {}
-        except (MigError, ValueError) as exc:
-            return _err(422, f"{'forecast' if forecast else 'state'}: {exc}")
-        src = f"forecast at {quantile}" if demand else "MIG requests of the bound pods"
-        return ORJSONResponse(plan(states, demand or demand_from_pods(pods), custom=custom,
-                                   source=src, quantile=quantile).as_dict())
 
-    @app.post("/v1/mig/plan", tags=["mig"])
-    def mig_plan_post(req: MigPlanRequest) -> ORJSONResponse:
-        """Propose a mig-parted config per MIG node (never applied)."""
-        rows = [r.model_dump() for r in req.forecast] if req.forecast is not None else None
-        if req.snapshot is None:
-            return from_state(rows, req.quantile, req.custom)
-        from scheduler_hook.snapshot import split_list
+def _from_state(hook: Any, forecast: list[dict] | None, quantile: str,
+                custom: bool) -> ORJSONResponse:
+    """The plan for the extender's cluster state (hook: None when the API runs without)."""
+    if hook is None:
+        return _err(503, "no cluster state: send `snapshot` in a POST body, or start the "
+                         "API with --snapshot or in a cluster")
+    from scheduler_hook.mig import MigError
+    from scheduler_hook.mig_plan import (demand_from_forecast, demand_from_pods, node_states,
+                                         plan)
 
-        try:
-            nodes, pods = split_list(req.snapshot)
-        except ValueError as exc:
-            return _err(422, f"snapshot: {exc}")
-        return run(nodes, pods, rows, req.quantile, req.custom)
+    st = hook.state
+    with st.lock:
+        infos, pods = list(st.nodes.values()), list(st.pods.values())
+    try:
+        states = node_states(infos, pods)
+        demand = demand_from_forecast(forecast, quantile) if forecast else {}
+    except (MigError, ValueError) as exc:
+        return _err(422, f"{'forecast' if forecast else 'state'}: {exc}")
+    src = f"forecast at {quantile}" if demand else "MIG requests of the bound pods"
+    return ORJSONResponse(plan(states, demand or demand_from_pods(pods), custom=custom,
+                               source=src, quantile=quantile).as_dict())
 
-    @app.get("/v1/mig/plan", tags=["mig"])
-    def mig_plan_get(quantile: Quantile = Query("p90"), custom: bool = Query(False)
-                     ) -> ORJSONResponse:
-        """The plan for the API's cluster state, from the MIG pods bound now."""
-        return from_state(None, quantile, custom)
+
+@router.post("/v1/mig/plan")
+def mig_plan_post(req: MigPlanRequest, hook: Any = Depends(get_hook)) -> ORJSONResponse:
+    """Propose a mig-parted config per MIG node (never applied)."""
+    rows = [r.model_dump() for r in req.forecast] if req.forecast is not None else None
+    if req.snapshot is None:
+        return _from_state(hook, rows, req.quantile, req.custom)
+    from scheduler_hook.snapshot import split_list
+
+    try:
+        nodes, pods = split_list(req.snapshot)
+    except ValueError as exc:
+        return _err(422, f"snapshot: {exc}")
+    return _run(nodes, pods, rows, req.quantile, req.custom)
+
+
+@router.get("/v1/mig/plan")
+def mig_plan_get(quantile: Quantile = Query("p90"), custom: bool = Query(False),
+                 hook: Any = Depends(get_hook)) -> ORJSONResponse:
+    """The plan for the API's cluster state, from the MIG pods bound now."""
+    return _from_state(hook, None, quantile, custom)

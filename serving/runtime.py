@@ -10,14 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from fastapi import FastAPI
+from fastapi import Depends
 from pydantic import BaseModel, Field
 from starlette.concurrency import run_in_threadpool
 
 from serving import metrics
-from serving.schemas import Problem, _Strict
+from serving.deps import ERRORS, get_store, missing, router as _router
+from serving.schemas import _Strict
 from serving.security import ORJSONResponse
 from serving.store import ModelStore
+
+router = _router(tags=["predict"])
 
 
 class RuntimePod(_Strict):
@@ -45,8 +48,7 @@ class RuntimeResponse(BaseModel):
     predictions: list[RuntimePrediction]
 
 
-_ERRORS = {422: {"model": Problem, "description": "bad input: the field is named"},
-           503: {"model": Problem, "description": "model missing: the reason is given"}}
+_ERRORS = {k: v for k, v in ERRORS.items() if k != 400}
 
 
 def predict(model: Any, version: str, pods: pd.DataFrame) -> dict:
@@ -57,20 +59,13 @@ def predict(model: Any, version: str, pods: pd.DataFrame) -> dict:
     return {"model_version": version, "predictions": rows}
 
 
-def add_runtime_routes(app: FastAPI, store: ModelStore) -> None:
-    """Mount POST /v1/runtime on `app`."""
-
-    @app.post("/v1/runtime", tags=["predict"], response_model=RuntimeResponse,
-              responses=_ERRORS)
-    async def runtime(req: RuntimeRequest) -> ORJSONResponse:
-        """p10/p50/p90 run time (s) of each pod, predicted before it starts."""
-        m = store.get("runtime")
-        if m is None:
-            metrics.FALLBACKS.labels("runtime").inc()
-            reason = store.status["runtime"].error or "no runtime model loaded"
-            return ORJSONResponse({"error": f"runtime model unavailable: {reason}",
-                                   "detail": None}, status_code=503)
-        pods = pd.DataFrame.from_records([p.model_dump() for p in req.pods])
-        body = await run_in_threadpool(predict, m.model, m.version, pods)
-        metrics.PREDICTIONS.labels("runtime").inc(len(body["predictions"]))
-        return ORJSONResponse(body)
+@router.post("/v1/runtime", response_model=RuntimeResponse, responses=_ERRORS)
+async def runtime(req: RuntimeRequest, store: ModelStore = Depends(get_store)) -> ORJSONResponse:
+    """p10/p50/p90 run time (s) of each pod, predicted before it starts."""
+    m = store.get("runtime")
+    if m is None:
+        return missing("runtime", store)
+    pods = pd.DataFrame.from_records([p.model_dump() for p in req.pods])
+    body = await run_in_threadpool(predict, m.model, m.version, pods)
+    metrics.PREDICTIONS.labels("runtime").inc(len(body["predictions"]))
+    return ORJSONResponse(body)

@@ -10,20 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import pandas as pd
-from fastapi import FastAPI
+from fastapi import Depends
 from starlette.concurrency import run_in_threadpool
 
 from serving import metrics
-from serving.schemas import Problem, UsageRequest, UsageResponse
+from serving.deps import ERRORS, get_store, missing, problem, router as _router
+from serving.schemas import UsageRequest, UsageResponse
 from serving.security import ORJSONResponse
 from serving.store import ModelStore
 
-_ERRORS = {422: {"model": Problem, "description": "bad input: the field is named"},
-           503: {"model": Problem, "description": "model missing: the reason is given"}}
-
-
-def _err(status: int, error: str) -> ORJSONResponse:
-    return ORJSONResponse({"error": error, "detail": None}, status_code=status)
+router = _router(tags=["predict"])
+_ERRORS = {k: v for k, v in ERRORS.items() if k != 400}
 
 
 def forecast(model: Any, version: str, series: pd.DataFrame) -> dict:
@@ -39,26 +36,21 @@ def forecast(model: Any, version: str, series: pd.DataFrame) -> dict:
     return {"model_version": version, "horizon_bins": int(model.horizon), "forecasts": rows}
 
 
-def add_usage_routes(app: FastAPI, store: ModelStore) -> None:
-    """Mount POST /v1/usage on `app`."""
-
-    @app.post("/v1/usage", tags=["predict"], response_model=UsageResponse, responses=_ERRORS)
-    async def usage(req: UsageRequest) -> ORJSONResponse:
-        """Mean usage over the model's horizon from the end of each pod's series, with p10/p90
-        and the predictor served per pod."""
-        m = store.get("usage")
-        if m is None:
-            metrics.FALLBACKS.labels("usage").inc()
-            reason = store.status["usage"].error or "no usage model loaded"
-            return _err(503, f"usage model unavailable: {reason}")
-        try:
-            s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
-            s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601")
-        except (ValueError, TypeError, OverflowError) as exc:
-            return _err(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
-        try:
-            body = await run_in_threadpool(forecast, m.model, m.version, s)
-        except ValueError as exc:
-            return _err(422, str(exc))
-        metrics.PREDICTIONS.labels("usage").inc(len(body["forecasts"]))
-        return ORJSONResponse(body)
+@router.post("/v1/usage", response_model=UsageResponse, responses=_ERRORS)
+async def usage(req: UsageRequest, store: ModelStore = Depends(get_store)) -> ORJSONResponse:
+    """Mean usage over the model's horizon from the end of each pod's series, with p10/p90
+    and the predictor served per pod."""
+    m = store.get("usage")
+    if m is None:
+        return missing("usage", store)
+    try:
+        s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
+        s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601")
+    except (ValueError, TypeError, OverflowError) as exc:
+        return problem(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
+    try:
+        body = await run_in_threadpool(forecast, m.model, m.version, s)
+    except ValueError as exc:
+        return problem(422, str(exc))
+    metrics.PREDICTIONS.labels("usage").inc(len(body["forecasts"]))
+    return ORJSONResponse(body)

@@ -142,3 +142,20 @@ def test_scheduler_binds_only_upstream_scheduler_roles():
     named = [r for r in lease["rules"] if "resourceNames" in r]
     assert named and named[0]["resourceNames"] == [scheduler_config()["leaderElection"][
         "resourceName"]]
+
+
+def test_training_cronjob_pulls_into_a_scratch_claim_with_memory_sized_from_the_bench():
+    text = (DEPLOY / "cronjob-train.yaml").read_text()
+    found = [d for d in yaml.safe_load_all(text) if d]
+    job = next(d for d in found if d["kind"] == "CronJob")
+    pod = job["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    args = c["args"]
+    scratch = args[args.index("--scratch") + 1]
+    mount = next(m for m in c["volumeMounts"] if m["mountPath"] == scratch)
+    vol = next(v for v in pod["volumes"] if v["name"] == mount["name"])
+    claims = {d["metadata"]["name"] for d in found if d["kind"] == "PersistentVolumeClaim"}
+    # a claim, not an emptyDir: a retried pod resumes the pull from what is there
+    assert vol["persistentVolumeClaim"]["claimName"] in claims
+    assert c["resources"]["limits"]["memory"] and c["resources"]["requests"]["memory"]
+    assert "bench/results/train_scale.md" in text  # the sizing says where it comes from

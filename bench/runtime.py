@@ -71,7 +71,10 @@ def main() -> None:
            "- run time = finished - started (openb `deletion_time - scheduled_time`, DLRM the "
            "same); train = pods finished before the cutoff, test = pods created after it with "
            "a run time (pods still running at the trace's end are not in the test: the long "
-           "tail is under-represented there, as in any held-out window)", "",
+           "tail is under-represented there, as in any held-out window)",
+           "- issue 28 follow-up: recency (each key's last N runs) and shrinkage towards the "
+           "queue were tried for DLRM's p50 and none beat the queue median: "
+           "`runtime_variants.md` (`bench/runtime_variants.py`)", "",
            "## Dev split (50th -> 70th percentile of creation times): choice of `min_count`", "",
            "| trace | min_count | train | test | p50 MAE s | last MAE s | queue median MAE s |"
            " coverage |", "|---|---|---|---|---|---|---|---|"]

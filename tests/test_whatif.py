@@ -256,3 +256,15 @@ def test_ingest_gangs_from_names_or_the_gang_column(tmp_path):
     pods["gang"] = ["", "", "", "g1", "g1"]  # a gang label wins over names
     pods.to_parquet(tmp_path / "pods.parquet")
     assert sorted(read_ingest_history(tmp_path).jobs["pods"]) == [1, 1, 1, 2]
+
+
+def test_backfill_schedule_from_the_shared_fit_equals_its_own_fit():
+    from features.history_csv import read_csv_history
+    from simulator.timeline.forecast import ReservedSchedule
+    from simulator.whatif.jobs import replay_input
+
+    inp = replay_input(read_csv_history(DATA / "jobs.csv", DATA / "nodes.csv"), 3600.0)
+    kw = dict(horizon=3, quantile="p90", reserve_for="big")
+    own = ReservedSchedule(inp.jobs, "forecast", 0.0, inp.t_end, decay_bins=6, **kw)
+    shared = ReservedSchedule(inp.jobs, "forecast", 0.0, inp.t_end, **kw).with_decay(6)
+    assert own.values.any() and np.array_equal(own.values, shared.values)

@@ -84,10 +84,11 @@ def whatif_cmd(
 
     pols = POLICIES if policies == "default" else tuple(
         p.strip() for p in policies.split(",") if p.strip())
-    bad = [p for p in pols if p not in KNOWN]
+    offered = [p for p in KNOWN if p != "backfill-flat"]  # needs a forecast run's mean
+    bad = [p for p in pols if p not in offered]
     if not pols or bad:
         raise ForesightError(f"unknown --policies {','.join(bad) or policies!r}; choose from "
-                             f"{', '.join(KNOWN)} or default")
+                             f"{', '.join(offered)} or default")
     if not 0 <= right_size <= 8:
         raise ForesightError("--right-size must be between 0 and 8 replays")
     warm = parse_duration(warmup).total_seconds()

@@ -74,6 +74,8 @@ class ReservedSchedule:
         elif mode == "forecast":
             self._fit_forecast(series, origins, horizon, quantile, refit_s, n_estimators, seed,
                                flat)
+            self.fitted, self.realized, self.horizon, self.scale = \
+                self.values.copy(), realized, horizon, scale
             if decay_bins > 0:
                 self.values = self.values * decay(self.values, realized, horizon, decay_bins)
             self.values *= scale
@@ -106,6 +108,17 @@ class ReservedSchedule:
             ok = idx < len(self.values)
             self.values[idx[ok]] = tot.to_numpy()[ok]
             t = t + step
+
+    def with_decay(self, decay_bins: int) -> "ReservedSchedule":
+        """This forecast schedule as if built with ``decay_bins``, without fitting again (the
+        what-if replay's reserve and backfill policies share one fit)."""
+        import copy
+
+        out = copy.copy(self)
+        v = self.fitted * decay(self.fitted, self.realized, self.horizon, decay_bins)
+        v *= self.scale
+        out.values = np.maximum(np.nan_to_num(v), 0.0)
+        return out
 
     def mean(self, t0: float, t1: float) -> float:
         """Mean reserved GPUs over the origins in [t0, t1)."""

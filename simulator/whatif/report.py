@@ -157,6 +157,17 @@ def _table(rows: list[dict]) -> str:
     return "<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + f"</tr>{body}</table>"
 
 
+def _queue_table(rows: list[dict]) -> str:
+    """p50 / p95 (min) per queue (rows, largest first) and policy (columns)."""
+    queues = sorted(rows[0]["queues"], key=lambda q: -rows[0]["queues"][q]["n"])
+    head = "".join(f"<th>{html.escape(r['policy'])}</th>" for r in rows)
+    body = "".join(
+        f"<tr><td>{html.escape(q)}</td><td>{rows[0]['queues'][q]['n']}</td>" + "".join(
+            f"<td>{r['queues'][q]['p50_min']} / {r['queues'][q]['p95_min']}</td>"
+            for r in rows) + "</tr>" for q in queues)
+    return f"<table><tr><th>queue</th><th>jobs</th>{head}</tr>{body}</table>"
+
+
 def write_report(doc: dict, inp, raw: dict, out: Path, png_dir: Path | None = None) -> Path:
     """Write out/report.html (and each plot as PNG into ``png_dir`` when given)."""
     out = Path(out)
@@ -174,6 +185,7 @@ def write_report(doc: dict, inp, raw: dict, out: Path, png_dir: Path | None = No
         f'<figure><img alt="{name}" src="data:image/png;base64,'
         f'{base64.b64encode(png).decode()}"><figcaption>{html.escape(reading)}</figcaption>'
         "</figure>" for name, png, reading in figs] + [
+        "<h2>Queueing delay p50 / p95 (min) per queue</h2>", _queue_table(doc["policies"]),
         "<h2>What the input lacked or got wrong</h2>", f"<ul>{notes}</ul>",
         "<h2>Terminal summary</h2>",
         f"<pre>{html.escape(chr(10).join(summary_lines(doc)))}</pre>"]

@@ -71,7 +71,7 @@ def summary_lines(doc: dict) -> list[str]:
         out.append(f"{q[:11]:<12}{by[pols[0]]['queues'][q]['n']:>6}" +
                    "".join(f"{_v(by[p]['queues'][q]['p95_min']):>10}" for p in pols))
     if len(queues) > MAX_QUEUES:
-        out.append(f"({len(queues) - MAX_QUEUES} smaller queues in report.html)")
+        out.append(f"({len(queues) - MAX_QUEUES} smaller queues in report.html and whatif.json)")
     out.append("")
     for s in pick_sentence(doc["pick"]):
         out += _wrap(s)

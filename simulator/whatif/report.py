@@ -51,6 +51,10 @@ def _bars(ax, names: list[str], groups: list[str], values: np.ndarray, ylabel: s
     ax.set_xticks(x)
     ax.set_xticklabels(groups, fontsize=7, rotation=30 if len(groups) > 5 else 0)
     ax.set_ylabel(ylabel)
+    if np.nanmax(np.nan_to_num(values), initial=0) > 20 * max(
+            np.nanmedian(np.where(values > 0, values, np.nan)), 1.0):  # one bar dwarfs the rest
+        ax.set_yscale("symlog", linthresh=10)
+        ax.set_ylabel(ylabel + " (log above 10)")
     ax.legend(fontsize=6, ncol=2)
 
 
@@ -58,9 +62,10 @@ def _best(names, vals, low=True) -> tuple[str, float]:
     """The best policy's name and value; "every policy (tied)" when all are equal."""
     v = np.where(np.isnan(vals), np.inf if low else -np.inf, vals)
     i = int(np.argmin(v) if low else np.argmax(v))
-    if np.all(v == v[i]):
+    ties = int((v == v[i]).sum())
+    if ties == len(v):
         return "every policy (tied)", float(vals[i])
-    return names[i], float(vals[i])
+    return names[i] + (f" (and {ties - 1} tied)" if ties > 1 else ""), float(vals[i])
 
 
 def plots(doc: dict, inp, raw: dict) -> list[tuple[str, bytes, str]]:
@@ -70,13 +75,16 @@ def plots(doc: dict, inp, raw: dict) -> list[tuple[str, bytes, str]]:
     base = next((r for r in rows if r["policy"] == "kube-default"), rows[0])
     out = []
     fig, ax = _fig()
-    v = np.array([[_num(r["all"]["p50_min"]), _num(r["all"]["p95_min"])] for r in rows])
-    _bars(ax, names, ["p50", "p95"], v, "queueing delay (min)")
+    v = np.array([[_num(r["all"][k]) for k in ("p50_min", "p95_min", "mean_min")]
+                  for r in rows])
+    _bars(ax, names, ["p50", "p95", "mean"], v, "queueing delay (min)")
     ax.set_title("Queueing delay, all jobs", fontsize=9)
     b, bv = _best(names, v[:, 1])
+    m, mv = _best(names, v[:, 2])
     out.append(("delay_all", _encode(fig), f"Lowest p95 delay: {b} at {bv:.1f} min, against "
-                f"{_num(base['all']['p95_min']):.1f} min with {base['policy']}; p50 from "
-                f"{np.nanmin(v[:, 0]):.1f} to {np.nanmax(v[:, 0]):.1f} min."))
+                f"{_num(base['all']['p95_min']):.1f} min with {base['policy']}; lowest mean: "
+                f"{m} at {mv:.1f} min ({_num(base['all']['mean_min']):.1f} with "
+                f"{base['policy']})."))
     fig, ax = _fig()
     v = np.array([[_num(r[c]["p95_min"]) for c in CLASSES] for r in rows])
     _bars(ax, names, [f"{c} ({rows[0][c]['n']})" for c in CLASSES], v, "p95 delay (min)")
@@ -92,10 +100,9 @@ def plots(doc: dict, inp, raw: dict) -> list[tuple[str, bytes, str]]:
     v = np.array([[_num(r["queues"][q]["p95_min"]) for q in queues] for r in rows])
     _bars(ax, names, queues, v, "p95 delay (min)")
     ax.set_title("p95 queueing delay by queue (12 largest)", fontsize=9)
-    wins = [_best(names, v[:, i])[0] for i in range(len(queues))]
-    top = max(set(wins), key=wins.count)
-    out.append(("delay_queue", _encode(fig), f"{top} gives the lowest p95 in "
-                f"{wins.count(top)} of {len(queues)} queues shown."))
+    wins = [f"{q} {_best(names, v[:, i])[0]}" for i, q in enumerate(queues[:6])]
+    out.append(("delay_queue", _encode(fig), "Lowest p95 per queue: " + "; ".join(wins)
+                + (f"; {len(queues) - 6} more in the table below." if len(queues) > 6 else ".")))
     for key, ylabel, what in (("alloc", "GPU allocation (%)", "allocation"),
                               ("queue_gpus", "GPUs asked by waiting jobs", "queue")):
         fig, ax = _fig(10.8, 3.3)

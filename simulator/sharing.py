@@ -59,7 +59,9 @@ def derive_sharing(h200_dir: Path = H200_DIR) -> dict[str, Any]:
 
     d = directed(load_h200_pairs(h200_dir))
     d = d[d["y"].notna()].reset_index(drop=True)
-    mech = SharingMechanism().fit(d, d["y"].to_numpy())
+    # the hogging MPS form: it needs only GPU util, SM and DRAM activity and step time, which
+    # the simulator's pods carry (the priority form reads tensor activity and occupancy too)
+    mech = SharingMechanism(mps_form="hogging").fit(d, d["y"].to_numpy())
     pred, y = mech.predict(d), d["y"].to_numpy()
     noise, mae = {}, {}
     for mode in MODES:

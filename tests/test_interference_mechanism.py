@@ -87,3 +87,28 @@ def test_model_beats_the_util_rule_on_a_held_out_h200_workload(h200, tmp_path):
     known = h200[~test].reset_index(drop=True)
     by_name = m2.predict(known[["a_workload", "b_workload", "sharing"]])
     assert np.allclose(by_name["a_speed_pred"], m2.predict(known)["a_speed_pred"], atol=0.02)
+
+
+def test_mps_priority_form_idle_partner_costs_nothing_and_priority_decides_the_split():
+    from forecaster.interference.mechanism import mps_priority_speed, mps_priority_x
+    one = np.ones(1)
+    hog = mps_priority_x(one, 0.97 * one, 6e-3 * one, 0.9 * one, 0.2 * one, 0.15 * one)
+    light = mps_priority_x(0.3 * one, 0.0 * one, 4e-3 * one, 0 * one, 0 * one, 0 * one)
+    w = np.array([0.2, 1.5, 0.4, 0.6, -0.5, -0.6, -5.0, 3.4])  # ~ what the H200 pairs give
+    assert mps_priority_speed(light, hog, np.zeros(1), w)[0] == pytest.approx(1.0)
+    assert mps_priority_speed(hog, hog, one, w)[0] == pytest.approx(1 / (1 + np.exp(-0.2)))
+    starved, kept = mps_priority_speed(light, hog, one, w)[0], mps_priority_speed(hog, light, 0.3 * one, w)[0]
+    assert starved < 0.3 and kept > 0.9  # asymmetric: the launch-bound job waits behind the hog
+
+
+def test_mps_form_fit_on_some_workloads_predicts_eight_others_better_than_the_rule():
+    data = H200.parent
+    train = pd.concat([load_h200_pairs(data / d) for d in ("h200", "h200m")], ignore_index=True)
+    test = load_h200_pairs(data / "h200b")  # attention, softmax, fft, resnet18 never in train
+    from forecaster.interference.features import directed
+    dtr, dte = directed(train), directed(test)
+    dtr, dte = dtr[dtr["y"].notna() & (dtr["sharing"] == "mps")], dte[dte["sharing"] == "mps"]
+    m = SharingMechanism().fit(dtr, dtr["y"].to_numpy())
+    y = dte["y"].to_numpy()
+    rule = np.minimum(1.0, 100.0 / (dte["self_gpu_util"] + dte["partner_gpu_util"])).to_numpy()
+    assert np.mean(np.abs(m.predict(dte) - y)) < 0.75 * np.mean(np.abs(rule - y))

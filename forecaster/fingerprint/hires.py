@@ -114,21 +114,28 @@ def label_hires(means: np.ndarray, counts: np.ndarray, pcie: bool,
 def _eval_group(means: np.ndarray, counts: np.ndarray, min_gap: float) -> np.ndarray:
     """Busy segments in the level that is not training's: two levels exist when, in SM
     activity, memory-copy util or GPU util (each used only if every busy segment has it),
-    the sorted segment means show a step of more than min_gap (relative); the field with the
-    largest step splits them, and the side holding less time is evaluation."""
+    the sorted means of the solid segments show a step of more than min_gap (relative); the
+    field with the largest step splits them, and the side holding less time is evaluation.
+
+    Solid: at least a fifth of the longest busy segment. A ramp of a few samples (the job
+    warming up at 28 % util before 85 %) would otherwise be the largest step and take the
+    name "eval" from the real evaluation (a GPT-like job on the H200, data/h200b)."""
+    time = counts[:, 6]
+    solid = time >= 0.2 * time.max() if len(time) else np.zeros(0, bool)
     best, split = min_gap, None
     for j in (2, 3, 6):  # sm, mem, util
         x = means[:, j]
         if len(x) < 2 or not np.isfinite(x).all() or (counts[:, j] == 0).any():
             continue
-        xs = np.sort(x)
+        xs = np.sort(x[solid])
+        if len(xs) < 2:
+            continue
         steps = np.diff(xs) / np.maximum(xs[:-1], 1e-3)
         k = int(np.argmax(steps))
         if xs[k + 1] > 1e-3 and steps[k] > best:  # a field that stays at 0 tells nothing
-            best, split = steps[k], (x > xs[k])
+            best, split = steps[k], (x > (xs[k] + xs[k + 1]) / 2)
     if split is None:
         return np.zeros(len(means), bool)
-    time = counts[:, 6]
     return split if time[split].sum() < time[~split].sum() else ~split
 
 

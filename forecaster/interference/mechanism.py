@@ -8,11 +8,17 @@ model, one small physical form per `sharing` value, its few parameters fit to th
   (probability: its GPU util). Two always-busy jobs of long steps get ~0.5 each; a job of short
   steps beside one of long kernels waits out a whole slice every step (0.09 for an embedding
   gather beside a GEMM on the H200); an idle partner costs nothing. Parameters: `T`, `c` (ms).
-- `mps` (kernels of both run at once): a job is starved when its partner keeps every SM busy.
-  With `h = -log(1 - sm_active * util + eps)` the "hogging" of a job (0 when idle, large when
-  it never leaves an SM free), speed = 1 / (1 + exp(a + b h_partner - c h_self + e log util
-  + f dram_self * dram_partner)): the throughput job keeps ~1.0, a latency-bound partner
-  collapses, two hogs split, two memory-bound jobs share the HBM bandwidth.
+- `mps` (kernels of both run at once): while the partner is busy (its GPU util), the two contend
+  and the GPU's work distributor favours the job that holds the SMs: speed = 1 - u_partner *
+  (1 - sigmoid(k + w . (x_self - x_partner))), x = (hogging h = -log(1 - sm_active * util +
+  eps): 0 when idle, large when it never leaves an SM free; log10 step in ms: a job of long
+  uninterrupted steps rarely yields its SMs; tensor activity; DRAM activity; SM occupancy;
+  log util). The throughput job keeps ~1.0, a latency-bound partner collapses, two hogs
+  split, an idle partner costs nothing. The weights are a contention priority learned from
+  differences of solo fingerprints, so they carry to workloads never measured in a pair: fit
+  on the shared H200 set, this form predicted eight other workloads' MPS pairs at MAE 0.125
+  vs 0.175 for the earlier hogging-only logistic (data/h200b, bench/interference_h200.py).
+  Params of that earlier form (5 numbers) still load and predict as before.
 
 Step time is the one signal DCGM does not carry. A cluster has it where it measures speed at
 all: the application's progress counter (`foresight_app_iterations_total`) that the pair
@@ -24,11 +30,15 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import least_squares, minimize
 
 MODES = ("timeslice", "mps")
 _EPS = 0.02  # keeps the MPS hogging finite for a job that is never idle
-_MAX_WEIGHT = 4.0  # |weight| of the busy-share and DRAM terms
+_MAX_WEIGHT = 4.0  # |weight| of the busy-share and DRAM terms (the 5-number hogging form)
+#: Ridge on the MPS priority weights: a few dozen pairs per fit, six weights.
+_MPS_RIDGE = 0.03
+_MPS_FEATURES = ("hogging", "log10 step ms", "tensor", "dram", "occupancy", "log util",
+                 "sm per busy")
 _STARTS = {"timeslice": ([2.0, 0.2], [5.0, 0.5], [1.0, 0.05]),
            "mps": ([-3.0, 1.0, 1.0, 0.0, 0.0], [-1.0, 0.5, 0.5, 0.5, 0.0],
                    [-0.5, 1.5, 1.5, 2.0, 1.0])}
@@ -53,9 +63,33 @@ def timeslice_speed(u: np.ndarray, s: np.ndarray, up: np.ndarray, sp: np.ndarray
     return s_ms / (s_ms + up * waits * hold)
 
 
+def mps_priority_x(u: np.ndarray, sm: np.ndarray, step_s: np.ndarray, tensor: np.ndarray,
+                   dram: np.ndarray, occ: np.ndarray) -> np.ndarray:
+    """One side's MPS contention features (_MPS_FEATURES), rows x 7; missing fields count 0.
+
+    "sm per busy" (SM activity / GPU util) tells a launch- or latency-bound job (busy, yet
+    its tiny kernels leave the SMs idle: it then waits behind every block of a partner) from
+    one that fills the SMs when it runs."""
+    h = -np.log(1.0 - np.clip(sm * u, 0.0, 1.0) + _EPS)
+    step_ms = np.log10(np.clip(1e3 * step_s, 1e-3, 1e5))
+    per_busy = np.clip(sm / np.maximum(u, 0.05), 0.0, 1.0)
+    return np.column_stack([h, step_ms, np.nan_to_num(tensor), np.nan_to_num(dram),
+                            np.nan_to_num(occ), np.log(np.maximum(u, 0.01)), per_busy])
+
+
+def mps_priority_speed(x_self: np.ndarray, x_part: np.ndarray, u_part: np.ndarray,
+                       params: np.ndarray) -> np.ndarray:
+    """MPS speed from the contention priority k + w . (x_self - x_partner), weighted by how
+    often the partner is busy at all."""
+    eta = params[0] + (x_self - x_part) @ np.asarray(params[1:], float)
+    win = 1.0 / (1.0 + np.exp(-np.clip(eta, -30, 30)))
+    return 1.0 - np.clip(u_part, 0.0, 1.0) * (1.0 - win)
+
+
 def mps_speed(u: np.ndarray, sm: np.ndarray, dram: np.ndarray, up: np.ndarray,
               smp: np.ndarray, dramp: np.ndarray, params: np.ndarray) -> np.ndarray:
-    """Concurrent-kernel speed of a job (busy share u, SM and DRAM activity) beside a partner."""
+    """The earlier hogging-only MPS form (5 params), kept so fitted artifacts and the demo's
+    committed sharing seed predict as they were fit."""
     a, b, c, e, f = params
     # bounded: fit on a few dozen pairs, an unbounded weight on the busy share once made a
     # held-out latency-bound job look immune (e = 17: u = 0.6 -> speed 1.0; it ran at 0.3)
@@ -71,8 +105,9 @@ class SharingMechanism:
     """fit(directed rows, y) / predict(directed rows): the mechanism's speed per directed row,
     NaN where the row's sharing mode has no form (mig, node) or was not fit."""
 
-    def __init__(self, min_rows: int = 6) -> None:
+    def __init__(self, min_rows: int = 6, mps_form: str = "priority") -> None:
         self.min_rows = min_rows
+        self.mps_form = mps_form  # "priority", or "hogging": needs util, SM and DRAM only
 
     def _inputs(self, d: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if "sharing" in d:
@@ -87,19 +122,43 @@ class SharingMechanism:
             out[f"{role}_sm"] = np.where(np.isnan(sm), out[f"{role}_u"], sm)
             out[f"{role}_step"] = _col(d, f"{role}_step_s", n)
             out[f"{role}_dram"] = _col(d, f"{role}_dram_active", n)
+            out[f"{role}_tensor"] = _col(d, f"{role}_tensor_active", n)
+            out[f"{role}_occ"] = _col(d, f"{role}_sm_occupancy", n)
         out["sharing"] = sharing
         return out
 
+    def _steps(self, x: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Each side's step, the training median where a pod has no progress counter."""
+        typical = self.params_.get("timeslice_step_s", 0.01) if hasattr(self, "params_") \
+            else 0.01
+        return (np.where(np.isnan(x["self_step"]), typical, x["self_step"]),
+                np.where(np.isnan(x["partner_step"]), typical, x["partner_step"]))
+
+    def _priority_x(self, x: dict[str, np.ndarray], role: str, step: np.ndarray) -> np.ndarray:
+        return mps_priority_x(x[f"{role}_u"], x[f"{role}_sm"], step, x[f"{role}_tensor"],
+                              x[f"{role}_dram"], x[f"{role}_occ"])
+
     def _speed(self, x: dict[str, np.ndarray], mode: str, params: np.ndarray) -> np.ndarray:
+        s, sp = self._steps(x)
         if mode == "timeslice":
-            typical = self.params_.get("timeslice_step_s", 0.01) if hasattr(self, "params_") \
-                else 0.01
-            s = np.where(np.isnan(x["self_step"]), typical, x["self_step"])
-            sp = np.where(np.isnan(x["partner_step"]), typical, x["partner_step"])
             return timeslice_speed(x["self_u"], s, x["partner_u"], sp,
                                    abs(params[0]) + 1e-3, abs(params[1]))
-        return mps_speed(x["self_u"], x["self_sm"], x["self_dram"], x["partner_u"],
-                         x["partner_sm"], x["partner_dram"], params)
+        if len(params) == 5:
+            return mps_speed(x["self_u"], x["self_sm"], x["self_dram"], x["partner_u"],
+                             x["partner_sm"], x["partner_dram"], params)
+        return mps_priority_speed(self._priority_x(x, "self", s),
+                                  self._priority_x(x, "partner", sp), x["partner_u"], params)
+
+    def _fit_mps(self, sub: dict[str, np.ndarray], target: np.ndarray) -> list[float]:
+        """Robust least squares (soft L1: a few noisy 3 s windows must not steer it), ridge on
+        the weights."""
+        s, sp = self._steps(sub)
+        xs, xp = self._priority_x(sub, "self", s), self._priority_x(sub, "partner", sp)
+        ridge = np.sqrt(_MPS_RIDGE)
+        r = least_squares(lambda p: np.r_[mps_priority_speed(xs, xp, sub["partner_u"], p)
+                                          - target, ridge * p[1:]],
+                          np.zeros(1 + len(_MPS_FEATURES)), loss="soft_l1", f_scale=0.1)
+        return [float(v) for v in r.x]
 
     def fit(self, d: Mapping[str, Any], y: np.ndarray) -> "SharingMechanism":
         """Per mode, the parameters of lowest mean absolute error (Nelder-Mead, a few starts)."""
@@ -117,6 +176,9 @@ class SharingMechanism:
                 continue
             sub = {k: v[rows] for k, v in x.items()}
             target = y[rows]
+            if mode == "mps" and self.mps_form == "priority":
+                self.params_[mode] = self._fit_mps(sub, target)
+                continue
             best = None
             starts = list(_STARTS[mode])
             if mode == "timeslice":  # ceil() makes the loss a staircase in T: grid, then refine
@@ -147,10 +209,11 @@ class SharingMechanism:
         return np.clip(out, 0.01, 1.0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"min_rows": self.min_rows, "params": self.params_}
+        return {"min_rows": self.min_rows, "mps_form": self.mps_form, "params": self.params_}
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> "SharingMechanism":
-        m = cls(min_rows=int(body.get("min_rows", 6)))
+        m = cls(min_rows=int(body.get("min_rows", 6)),
+                mps_form=str(body.get("mps_form", "priority")))
         m.params_ = dict(body["params"])
         return m

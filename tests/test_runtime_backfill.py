@@ -148,7 +148,7 @@ def test_component_stops_holding_a_pod_past_the_bound():
     assert (Reservation().score(ctx).value == 0).all()
     ctx.pod.waited_s = 700.0
     got = Reservation().score(ctx)
-    assert (got.value == 1).all() and "longer than the 10 min" in got.reason(0)
+    assert (got.value == 1).all() and "longer than the 5 min" in got.reason(0)
     ctx.cfg = {"reservation_max_hold_s": 0}
     assert (Reservation().score(ctx).value == 0).all()
     ctx.pod = SimpleNamespace(priority=0, gpus=1, created=1.0)  # the extender: the pod's age

@@ -42,7 +42,7 @@ def backfill_window_s(mine: np.ndarray, total: float, reserved: float, horizon_s
     return horizon_s * np.maximum(total - mine, 0.0) / reserved
 
 
-MAX_HOLD_S = 600.0  # default_config.yaml `reservation_max_hold_s` (chosen on dev seeds)
+MAX_HOLD_S = 300.0  # default_config.yaml `reservation_max_hold_s` (chosen on dev seeds)
 
 
 def held_too_long(waited_s: float, max_hold_s: float = MAX_HOLD_S) -> bool:

@@ -16,7 +16,7 @@ from foresight.cli import main
 
 DATA = Path(__file__).parent / "fixtures" / "whatif"
 TIMING = {"seconds", "cpu_seconds", "replay_seconds", "replay_cpu_seconds",
-          "forecast_seconds", "peak_rss_mb",
+          "forecast_seconds", "peak_rss_mb", "peak_rss_worker_mb", "workers",
           "source", "report"}
 
 
@@ -68,7 +68,8 @@ def test_ingest_dir_and_csv_export_give_equal_results(demo_history, tmp_path, ca
     a, out_a = _run(["--data", str(r / "data"), "--right-size", "1", "--no-report"],
                     tmp_path / "a", capsys)
     b, out_b = _run(["--jobs", str(r / "jobs.csv"), "--nodes", str(r / "nodes.csv"),
-                     "--right-size", "1", "--no-report"], tmp_path / "b", capsys)
+                     "--right-size", "1", "--no-report", "--workers", "1"], tmp_path / "b",
+                    capsys)  # one process here, two there: the same results
     assert [p["policy"] for p in a["policies"]] == ["kube-default", "bestfit", "fgd",
                                                     "foresight", "foresight-reserve",
                                                     "foresight-backfill"]

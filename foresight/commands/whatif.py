@@ -74,6 +74,8 @@ def whatif_cmd(
                                    "the GPUs the pick could spare (0: skip)."),
     no_report: bool = typer.Option(False, "--no-report", help="Skip report.html (JSON and "
                                    "summary only)."),
+    workers: int = typer.Option(2, "--workers", help="Replays run at once, one process each "
+                                "(the results do not depend on it)."),
 ) -> None:
     """Replay your cluster's history under kube-scheduler's default scoring, bestfit, FGD,
     Foresight and its forecast reservation: who would have waited how long, and which to pick."""
@@ -93,7 +95,9 @@ def whatif_cmd(
         raise ForesightError("--right-size must be between 0 and 8 replays")
     warm = parse_duration(warmup).total_seconds()
     history = _history(data, prometheus_url, jobs, nodes, out, since, end)
-    cfg = WhatIfConfig(policies=pols, right_size_steps=right_size)
+    if not 1 <= workers <= 64:
+        raise ForesightError("--workers must be between 1 and 64")
+    cfg = WhatIfConfig(policies=pols, right_size_steps=right_size, workers=workers)
     with Progress(TextColumn("{task.description:<36}"), BarColumn(bar_width=20),
                   TextColumn("{task.completed}/{task.total} replays"), TimeElapsedColumn(),
                   console=err, transient=False) as bar:

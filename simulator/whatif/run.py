@@ -41,6 +41,7 @@ class WhatIfConfig:
     seed: int = 0
     right_size_steps: int = 3  # replays of the pick on fewer nodes (bisection); 0: none
     right_size_max: float = 0.9  # most of the nodes taken away
+    workers: int = 2  # replays at once (processes); 1: all in this process
     extra: dict = field(default_factory=dict)
 
 
@@ -129,40 +130,85 @@ def run_whatif(inp: ReplayInput, cfg: WhatIfConfig, progress: Progress | None = 
     done = [0]
 
     def tick(what: str, step: int = 1) -> None:
-        """``what`` starts (after ``step`` replays more are done)."""
+        """``step`` more replays are done; ``what`` runs now."""
+        done[0] += step
         if progress:
             progress(what, done[0], total)
-        done[0] += step
 
     shared = _Inputs(inp, cfg)
-    rows, raw, wall, cpu = [], {}, {}, {}
-    for p in cfg.policies:
-        tick(p)
-        shared.for_policy(p)  # its forecasts first: the replay's own time is timed below
-        w, c = time.perf_counter(), time.process_time()
-        res = _replay(inp, inp.nodes, p, shared, cfg)
-        wall[p], cpu[p] = time.perf_counter() - w, time.process_time() - c
-        raw[p] = res
-        rows.append(policy_row(inp, res))
+    tick("forecasts, then the replays", 0)
+    tasks = [(p, True) for p in cfg.policies] + ([(BASELINE, False)] if gangs else [])
+    raw, wall, cpu, base = {}, {}, {}, None
+    for p, gang, res, w, c in replays(tasks, inp, shared, cfg):
+        tick(f"{p if gang else POD_BY_POD} done")  # the others run on
+        if not gang:
+            base = res
+            continue
+        raw[p], wall[p], cpu[p] = res, w, c
+    rows = [policy_row(inp, raw[p]) for p in cfg.policies]
+    raw = {p: raw[p] for p in cfg.policies}
     out: dict = {"policies": rows, "results": raw, "replay_seconds": wall,
                  "replay_cpu_seconds": cpu,
                  "forecast_short_days": {f"{k[0]}{'+backfill' if k[1] else ''}": s.short_days
                                          for k, s in shared.scheds.items()},
                  "nothing_reserved": bool(shared.idle and shared.scheds)}
-    if gangs:
-        tick(POD_BY_POD)
-        res = _replay(inp, inp.nodes, BASELINE, shared, cfg, gang=False)
+    if base is not None:
+        res = base
         out["gang_baseline"] = {"policy": POD_BY_POD, "deadlocks": res.deadlocks,
                                 "gang_restarts": res.gang_restarts,
                                 "p95_all_min": policy_row(inp, res)["all"]["p95_min"]}
     choice = pick(rows, BASELINE)
     out["pick"] = choice
     out["right_size"] = right_size(inp, cfg, shared, rows, choice["policy"], tick)
-    done[0] = total
-    tick("done", 0)
+    tick("done", total - done[0])
     out["forecast_seconds"] = round(shared.seconds, 1)
     out["peak_rss_mb"] = round(peak_mb(), 0)
+    out["peak_rss_worker_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+                                      / 1024.0, 0)
+    out["workers"] = cfg.workers
     return out
+
+
+_STATE: dict = {}  # what forked workers read (inherited, not pickled)
+
+
+def _task(task: tuple[str, bool]) -> tuple:
+    p, gang = task
+    inp, shared, cfg = _STATE["inp"], _STATE["shared"], _STATE["cfg"]
+    w, c = time.perf_counter(), time.process_time()
+    res = _replay(inp, inp.nodes, p, shared, cfg, gang)
+    return p, gang, res, time.perf_counter() - w, time.process_time() - c
+
+
+def replays(tasks: list[tuple[str, bool]], inp: ReplayInput, shared: _Inputs,
+            cfg: WhatIfConfig):
+    """(policy, gang, result, wall s, CPU s) per task, as they finish: the forecasts are built
+    here first (once), then the replays run in ``cfg.workers`` forked processes (each replay
+    is one thread of Python: two cores run two at a time; results are the same either way)."""
+    for p, _ in tasks:
+        shared.for_policy(p)
+    _STATE.update(inp=inp, shared=shared, cfg=cfg)
+    try:
+        if cfg.workers <= 1 or len(tasks) <= 1:
+            for t in tasks:
+                yield _task(t)
+            return
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = multiprocessing.get_context("fork")
+        # longest first (the reserving ones, then FGD's family), so the two cores end together
+        order = sorted(tasks, key=lambda t: -_COST.get(t[0], 1.0))
+        with ProcessPoolExecutor(min(cfg.workers, len(tasks)), mp_context=ctx) as ex:
+            for f in as_completed([ex.submit(_task, t) for t in order]):
+                yield f.result()
+    finally:
+        _STATE.clear()
+
+
+#: relative CPU cost of one replay (bench/results/whatif_speed.md), for the order of the work
+_COST = {"kube-default": 1.0, "bestfit": 1.0, "fgd": 2.7, "foresight": 3.2,
+         "foresight-reserve": 3.4, "foresight-backfill": 3.9}
 
 
 def right_size(inp: ReplayInput, cfg: WhatIfConfig, shared: _Inputs, rows: list[dict],
@@ -184,8 +230,8 @@ def right_size(inp: ReplayInput, cfg: WhatIfConfig, shared: _Inputs, rows: list[
     for _ in range(cfg.right_size_steps):
         mid = (lo + hi) / 2
         nodes = fewer_nodes(inp.nodes, mid)
-        tick(f"right-size {policy} -{mid:.0%} nodes")
         res = _replay(inp, nodes, policy, shared, cfg)
+        tick(f"right-size {policy} -{mid:.0%} nodes")
         p95 = policy_row(inp, res)["all"]["p95_min"] or 0.0
         gpus = int(nodes.gpus.sum())
         out["tried"].append({"nodes_removed": round(mid, 4), "gpus": gpus, "p95_min": p95})

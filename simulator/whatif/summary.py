@@ -92,8 +92,11 @@ def summary_lines(doc: dict) -> list[str]:
                      f"{g['deadlocks']} deadlock episode(s) and {g['gang_restarts']} gang "
                      "restart(s); every policy above places gangs all-or-nothing: those "
                      "deadlocks are avoided.")
-    out += [""] + _wrap(f"Replays took {doc['seconds']:.0f} s; peak memory "
-                        f"{doc['peak_rss_mb']:.0f} MB.")
+    workers = doc.get("workers", 1)
+    out += [""] + _wrap(f"Replays took {doc['seconds']:.0f} s in {workers} process(es); peak "
+                        f"memory {doc['peak_rss_mb']:.0f} MB" + (
+                            f" here and {doc['peak_rss_worker_mb']:.0f} MB in the largest "
+                            "replay process" if doc.get("peak_rss_worker_mb") else "") + ".")
     if doc.get("report"):
         out += _wrap(f"Report: {doc['report']}")
     return out

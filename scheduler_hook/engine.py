@@ -25,7 +25,7 @@ from scheduler_hook.scores.mig import mig_capacity, request_text
 from scheduler_hook.state import ClusterState
 
 log = logging.getLogger("foresight.extender")
-ALWAYS_RUN = {"memory_fit", "colocation", "health"}  # they can veto, so filter needs them
+ALWAYS_RUN = {"memory_fit", "colocation", "health", "topology"}  # they can veto: filter needs them
 
 
 @dataclass
@@ -295,11 +295,19 @@ class Scorer:
             memo = cache.memo = (rows, cache.gen, *self._gather(cache, rows, pod, known,
                                                                  in_order))
         values, informative = dict(memo[2]), dict(memo[3])
+        failed, unres = dict(memo[4]), dict(memo[5])
         for comp in active:
             if comp.name not in LOCAL:  # depend on the whole cluster or on time: always fresh
                 res = self._safe(comp, ctx)
                 values[comp.name], informative[comp.name] = res.value, res.informative
-        return values, informative, dict(memo[4]), dict(memo[5])
+                if res.violation is not None and res.violation_reason is not None:  # topology
+                    target = unres if res.unresolvable else failed
+                    for j in np.flatnonzero(res.violation).tolist():
+                        if known[j] not in unres:
+                            target.setdefault(known[j], res.violation_reason(j))
+        for n in [n for n in failed if n in unres] if unres else ():
+            del failed[n]
+        return values, informative, failed, unres
 
     def _frag_keys(self, rows: np.ndarray, pod: PodRequest) -> list[tuple]:
         """What a row's fragmentation increase depends on besides the pod's class and the

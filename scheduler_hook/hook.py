@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from scheduler_hook import metrics
+from scheduler_hook import metrics, topology
 from scheduler_hook.engine import Scorer
 from scheduler_hook.explain import ExplanationStore
 from scheduler_hook.podspec import GPU_INDEX_ANNOTATION, PodRequest, parse_pod
@@ -30,6 +30,7 @@ class ExtenderHook:
                  core_api: Any = None) -> None:
         self.state, self.providers, self.cfg = state, providers, cfg
         self.scorer = Scorer(state, providers, cfg)
+        topology.configure(state, cfg)  # the levels the indicators count domains of
         self.explanations = ExplanationStore(int(cfg.get("explain_keep", 256)))
         self.core_api = core_api  # kubernetes.client.CoreV1Api, needed only by bind
         self.workload_labels = tuple(cfg.get("workload_labels") or ())

@@ -37,6 +37,13 @@ GPUS_UNHEALTHY = Gauge("foresight_cluster_gpus_unhealthy",
                        "GPUs the health component keeps from new pods, by first reason",
                        ["reason"])
 UNHEALTHY_REASONS = ("drained", "xid", "ecc_dbe")
+DOMAINS = Gauge("foresight_cluster_domains",
+                "Topology domains per node-label level (scheduler_hook.topology)", ["level"])
+DOMAINS_FREE = Gauge("foresight_cluster_domains_free",
+                     "Topology domains of this level with every GPU free", ["level"])
+DOMAIN_FRAGMENTATION = Gauge("foresight_cluster_domain_fragmentation_ratio",
+                             "Share of the free GPUs that lie in domains of this level not wholly "
+                             "free (a gang that needs a whole domain cannot use them)", ["level"])
 MIG_FREE = Gauge("foresight_mig_devices_free", "Free MIG devices per profile", ["profile"])
 MIG_STRANDED = Gauge("foresight_mig_slices_stranded",
                      "MIG compute slices no MIG shape seen can use (in no instance, or free in "
@@ -59,6 +66,29 @@ def capacity(state: Any) -> dict[str, Any]:
     first = {"drained": exists & drained, "xid": exists & ~drained & xid,
              "ecc_dbe": exists & ~drained & ~xid & dbe}
     out["unhealthy"] = {r: int(first[r].sum()) for r in UNHEALTHY_REASONS}
+    return out
+
+
+def domains(state: Any) -> dict[str, tuple[int, int, float]]:
+    """Per topology level: (domains, domains with every GPU free, fragmentation ratio)."""
+    from scheduler_hook.topology import state_domains
+
+    with state.lock:
+        dom = state_domains(state)
+        live = state.live & state.schedulable & (state.gpu_count > 0)
+        gpus = np.where(live, state.usable.sum(axis=1), 0)
+        whole = np.where(live, (state.usable & (state.free_milli >= 1000.0)).sum(axis=1), 0)
+    out = {}
+    for level in dom.levels:
+        c = dom.codes[level]
+        m = (c >= 0) & live
+        k = len(dom.values[level])
+        total = np.bincount(c[m], weights=gpus[m], minlength=k)
+        free = np.bincount(c[m], weights=whole[m], minlength=k)
+        has = total > 0
+        all_free = has & (free >= total)
+        frag = 1.0 - free[all_free].sum() / free.sum() if free.sum() > 0 else 0.0
+        out[level] = (int(has.sum()), int(all_free.sum()), float(frag))
     return out
 
 
@@ -116,6 +146,10 @@ class Indicators:
                 for reason, n in cap["unhealthy"].items():
                     GPUS_UNHEALTHY.labels(reason).set(n)
                 self._mig()
+                for level, (n, n_free, frag) in domains(self.state).items():
+                    DOMAINS.labels(level).set(n)
+                    DOMAINS_FREE.labels(level).set(n_free)
+                    DOMAIN_FRAGMENTATION.labels(level).set(frag)
             self._seen = self.state.version
             w = waiting(self.state, now)
             for q in self._queues - set(w["queues"]):  # a queue that emptied reads 0

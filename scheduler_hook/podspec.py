@@ -13,6 +13,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from scheduler_hook.mig_k8s import pod_request as mig_request, single_profile
+from scheduler_hook.topology import pod_topology
 from scheduler_hook.waiting import queue_and_gang, timestamp
 
 GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -60,6 +61,10 @@ class PodRequest:
     mig_profile: str = ""
     mig_count: int = 0
     mig_single: bool = False
+    # topology (scheduler_hook.topology): gang size if declared, required / preferred level
+    gang_size: int = 0
+    topology_required: str = ""
+    topology_preferred: str = ""
 
     def allows_model(self, model: str) -> bool:
         """May the pod run on a node whose `nvidia.com/gpu.product` is ``model``?"""
@@ -223,6 +228,7 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
     prio = spec.get("priority") or 0
     status = pod.get("status") or {}
     queue, gang = queue_and_gang(ns, labels, ann)
+    gang_size, topo_req, topo_pref = pod_topology(labels, ann)
     return PodRequest(
         namespace=ns, name=name, uid=str(meta.get("uid", "")),
         node=str(spec.get("nodeName") or ""),
@@ -236,4 +242,5 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         gpu_index=index, gpu_models=terms, queue=queue,
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
         gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,
+        gang_size=gang_size, topology_required=topo_req, topology_preferred=topo_pref,
     )

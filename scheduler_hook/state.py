@@ -49,6 +49,7 @@ class NodeInfo:
     region: str = ""
     mig: mig_k8s.MigNode | None = None  # MIG devices (scheduler_hook.mig_k8s), None: no MIG
     sharing: str = "timeslice"  # how fractional pods share a GPU: "timeslice" | "mps"
+    labels: dict = field(default_factory=dict)  # topology levels read them (scheduler_hook.topology)
 
 
 def parse_node(obj: Any) -> NodeInfo:
@@ -87,6 +88,7 @@ def parse_node(obj: Any) -> NodeInfo:
         rack=next((str(labels[k]) for k in RACK_LABELS if labels.get(k)), ""),
         region=str(labels.get(REGION_LABEL, "")), mig=mig,
         sharing=_SHARING.get(str(labels.get(SHARING_LABEL, "")).lower(), "timeslice"),
+        labels=labels if isinstance(labels, dict) else {},
     )
 
 
@@ -116,6 +118,7 @@ class ClusterState:
         self._rows_last: tuple[Any, int, tuple[np.ndarray, list[str]]] | None = None
         self.index_version = 0  # bumped whenever a row changes owner (node added/removed)
         self.models_version = 0  # bumped when a row's GPU model label changes in place
+        self.labels_version = 0  # bumped when a node's labels change (topology domains)
         self._row_clock = 0     # row_version[r] = clock value of row r's last change
         self._alloc(64, max_gpus, max_residents)
 
@@ -175,6 +178,8 @@ class ClusterState:
         with self.lock:
             if info.gpu_count > self.free_milli.shape[1]:
                 self._alloc(len(self.gpu_count), info.gpu_count, self.res_code.shape[1])
+            if (old := self.nodes.get(info.name)) is None or old.labels != info.labels:
+                self.labels_version += 1
             self.nodes[info.name] = info
             self.racks.setdefault(info.rack, len(self.racks))
             self._recompute(info.name)

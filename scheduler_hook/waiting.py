@@ -3,8 +3,9 @@
 Kept beside ClusterState (which holds bound pods per node for scoring) and updated on the same
 pod events, whatever the pods' `schedulerName`: the indicators count every GPU pod that waits.
 Queue: Kueue's `kueue.x-k8s.io/queue-name` label, Volcano's `scheduling.volcano.sh/queue-name`
-annotation, else the namespace. Gang: scheduler-plugins' `scheduling.x-k8s.io/pod-group` label
-or Volcano's `scheduling.k8s.io/group-name` annotation; its size is the PodGroup's `minMember`
+annotation, else the namespace. Gang: scheduler-plugins' `scheduling.x-k8s.io/pod-group` label,
+Volcano's `scheduling.k8s.io/group-name` annotation, Kueue's `kueue.x-k8s.io/pod-group-name`
+label or KAI's `pod-group-name` annotation; its size is the PodGroup's `minMember`
 when the state has the PodGroup, else the number of pods that carry the group.
 """
 from __future__ import annotations
@@ -17,6 +18,8 @@ KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 VOLCANO_QUEUE_ANNOTATION = "scheduling.volcano.sh/queue-name"
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 VOLCANO_GROUP_ANNOTATION = "scheduling.k8s.io/group-name"
+KUEUE_GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"  # Kueue plain pod groups
+KAI_GROUP_ANNOTATION = "pod-group-name"  # KAI's pod grouper
 POD_GROUP_KINDS = {"PodGroup"}  # scheduling.x-k8s.io/v1alpha1 and scheduling.volcano.sh/v1beta1
 
 
@@ -45,7 +48,8 @@ def timestamp(text: Any) -> float:
 def queue_and_gang(ns: str, labels: dict, ann: dict) -> tuple[str, str]:
     """A pod's queue and gang ("namespace/group", "" for none) from its labels/annotations."""
     queue = str(labels.get(KUEUE_QUEUE_LABEL) or ann.get(VOLCANO_QUEUE_ANNOTATION) or ns)
-    group = labels.get(POD_GROUP_LABEL) or ann.get(VOLCANO_GROUP_ANNOTATION) or ""
+    group = labels.get(POD_GROUP_LABEL) or ann.get(VOLCANO_GROUP_ANNOTATION) or \
+        labels.get(KUEUE_GROUP_LABEL) or ann.get(KAI_GROUP_ANNOTATION) or ""
     return queue, f"{ns}/{group}" if group else ""
 
 

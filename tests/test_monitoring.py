@@ -89,7 +89,8 @@ def test_dashboard_covers_what_an_operator_asks():
                    "foresight_extender_filter_nodes_total", "foresight_cluster_gpus_free",
                    "foresight_cluster_fragmentation_ratio", "foresight_queue_pending_pods",
                    "foresight_queue_oldest_pending_seconds", "foresight_gangs_partially_placed",
-                   "foresight_cluster_gpus_unhealthy"):
+                   "foresight_cluster_gpus_unhealthy", "foresight_cluster_domains_free",
+                   "foresight_cluster_domain_fragmentation_ratio"):
         assert metric in text, metric
     dash = json.loads((MON / "foresight-dashboard.json").read_text())
     boxes = [(p["gridPos"]["x"], p["gridPos"]["y"], p["gridPos"]["w"], p["gridPos"]["h"])

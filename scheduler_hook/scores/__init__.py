@@ -8,9 +8,10 @@ from scheduler_hook.scores.mig import MigPlacement
 from scheduler_hook.scores.packing import Packing
 from scheduler_hook.scores.power import PowerHeadroom
 from scheduler_hook.scores.reservation import Reservation
+from scheduler_hook.scores.topology import TopologyGang
 
 ALL = (MemoryFit, ColocationSafety, Fragmentation, Reservation, PowerHeadroom, CarbonWindow,
-       GpuHealth, Packing, MigPlacement)
+       GpuHealth, Packing, MigPlacement, TopologyGang)
 
 __all__ = ["ALL", "CarbonWindow", "ColocationSafety", "Fragmentation", "GpuHealth", "MemoryFit",
-           "MigPlacement", "Packing", "PowerHeadroom", "Reservation"]
+           "MigPlacement", "Packing", "PowerHeadroom", "Reservation", "TopologyGang"]

@@ -1,0 +1,249 @@
+"""Topology from node labels, and where a gang should go in it.
+
+A topology is an ordered list of node-label keys (levels). The defaults cover the conventions in
+use: GPU feature discovery's NVLink clique (`nvidia.com/gpu.clique`), NVIDIA topograph /
+Koordinator (`network.topology.nvidia.com/{accelerator,block,spine}`), the Kueue / KAI examples
+(`cloud.provider.com/topology-{rack,block}`) and the node itself (`kubernetes.io/hostname`,
+falling back to the node name). A domain of a level is the set of nodes sharing that label's
+value; nodes without the label are in no domain of it. Nesting is read from the data (a level is
+inside another when each of its domains lies in one domain of the other), so the list need not be
+ordered coarse to fine for placement; the order is only the tie-break and the gauges' order.
+
+A pod asks for a level with Kueue's `kueue.x-k8s.io/podset-{required,preferred}-topology` or
+KAI's `kai.scheduler/topology-{required,preferred}-placement` annotations; both name a node
+label key. Gang size: Kueue's `kueue.x-k8s.io/pod-group-total-count` or our `foresight.io/gang-size`
+annotation, else the PodGroup's minMember (scheduler-plugins, Volcano, KAI; known when listed),
+else the members the state has seen.
+
+Everything here is plain arrays over rows, so the extender's state and the replays share it:
+`encode` turns a list of label dicts into domain codes, `plan_gang` picks the domain.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+HOSTNAME = "kubernetes.io/hostname"
+DEFAULT_LEVELS = (
+    "nvidia.com/gpu.clique",                       # GFD: NVLink domain across nodes (GB200 NVL72)
+    "network.topology.nvidia.com/accelerator",     # topograph: NVLink / accelerator domain
+    "network.topology.nvidia.com/block",           # topograph: leaf-switch block
+    "network.topology.nvidia.com/spine",           # topograph: spine
+    "cloud.provider.com/topology-rack",            # Kueue / KAI documentation levels
+    "cloud.provider.com/topology-block",
+    HOSTNAME,
+)
+KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
+KAI_REQUIRED = "kai.scheduler/topology-required-placement"
+KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
+KUEUE_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+GANG_SIZE_ANNOTATION = "foresight.io/gang-size"
+
+
+def _int(v: Any) -> int:
+    try:
+        return max(0, int(str(v).strip()))
+    except (TypeError, ValueError):
+        return 0  # unreadable: the size falls back to the PodGroup or the members seen
+
+
+def pod_topology(labels: dict, ann: dict) -> tuple[int, str, str]:
+    """(gang size or 0, required level or "", preferred level or "") from a pod's metadata."""
+    size = _int(ann.get(GANG_SIZE_ANNOTATION)) or _int(ann.get(KUEUE_GROUP_TOTAL))
+    req = str(ann.get(KUEUE_REQUIRED) or ann.get(KAI_REQUIRED) or "").strip()
+    pref = str(ann.get(KUEUE_PREFERRED) or ann.get(KAI_PREFERRED) or "").strip()
+    return size, req, pref
+
+
+def levels_of(cfg_or_state: Any) -> tuple[str, ...]:
+    """Configured levels: from a config dict (`topology.levels`) or a state `configure` set."""
+    if isinstance(cfg_or_state, dict):
+        lv = (cfg_or_state.get("topology") or {}).get("levels")
+        return tuple(lv) if lv else DEFAULT_LEVELS
+    return getattr(cfg_or_state, "topology_levels", DEFAULT_LEVELS)
+
+
+def configure(state: Any, cfg: dict) -> None:
+    """Give the state the configured levels (the indicators read them from there)."""
+    state.topology_levels = levels_of(cfg)
+
+
+@dataclass
+class Domains:
+    """Per level present on some node: a domain code per row (-1: none) and the values."""
+
+    levels: tuple[str, ...]
+    codes: dict[str, np.ndarray]
+    values: dict[str, list[str]]
+    _nested: dict[tuple[str, str], bool] = field(default_factory=dict)
+
+    def nested(self, inner: str, outer: str) -> bool:
+        """Does every domain of `inner` lie inside one domain of `outer`?"""
+        key = (inner, outer)
+        if key not in self._nested:
+            a, b = self.codes[inner], self.codes[outer]
+            m = a >= 0
+            ok = bool(m.any()) and not (b[m] < 0).any()
+            if ok:
+                pairs = np.unique(a[m].astype(np.int64) * (len(self.values[outer]) + 1) + b[m])
+                ok = len(pairs) == len(np.unique(a[m]))
+            self._nested[key] = ok
+        return self._nested[key]
+
+    def name(self, level: str, code: int) -> str:
+        return self.values[level][code] if code >= 0 else "(none)"
+
+
+def encode(labels: list[dict | None], levels: tuple[str, ...], names: list[str] | None = None
+           ) -> Domains:
+    """Domain codes of each row for each level some row carries. `labels[r]` None: no node.
+    The hostname level falls back to `names[r]` (the node name)."""
+    codes: dict[str, np.ndarray] = {}
+    values: dict[str, list[str]] = {}
+    for level in levels:
+        index: dict[str, int] = {}
+        arr = np.full(len(labels), -1, np.int32)
+        for r, lab in enumerate(labels):
+            if lab is None:
+                continue
+            v = lab.get(level) or (names[r] if level == HOSTNAME and names else "")
+            if v:
+                arr[r] = index.setdefault(str(v), len(index))
+        if index:
+            codes[level], values[level] = arr, list(index)
+    return Domains(tuple(lv for lv in levels if lv in codes), codes, values)
+
+
+def state_domains(state: Any, levels: tuple[str, ...] | None = None) -> Domains:
+    """Domains of a ClusterState's rows, cached until a node is added, removed or relabelled
+    (caller holds state.lock)."""
+    levels = tuple(levels) if levels else levels_of(state)
+    key = (state.index_version, getattr(state, "labels_version", 0), levels)
+    hit = state.__dict__.get("_topology_domains")
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    n = len(state.gpu_count)
+    labels: list[dict | None] = [None] * n
+    names = [""] * n
+    for name, row in state.index.items():
+        info = state.nodes.get(name)
+        if info is not None:
+            labels[row], names[row] = getattr(info, "labels", None) or {}, name
+    dom = encode(labels, levels, names)
+    state.__dict__["_topology_domains"] = (key, dom)
+    return dom
+
+
+@dataclass
+class GangPlan:
+    """Where the next pod of a gang should go, per row: `value` in [0, 1], `allowed` under a
+    required level, and what it was decided from (for the reasons)."""
+
+    level: str
+    remaining: int
+    value: np.ndarray
+    allowed: np.ndarray
+    domain_cap: np.ndarray          # per row: gang pods its `level` domain can take now
+    anchor: int = -1                # `level` code of the gang-mates' domain, -1: none placed
+    anchor_pods: int = 0
+    target: tuple[str, int] | None = None  # smallest domain that holds the rest of the gang
+    target_cap: int = 0
+    best_cap: int = 0               # most gang pods any `level` domain can take now
+
+
+def slots_per_row(free_milli: np.ndarray, usable: np.ndarray, ok_rows: np.ndarray,
+                  gpus: int, need: np.ndarray) -> np.ndarray:
+    """Copies of a pod (``gpus`` GPUs at ``need`` milli each, per row) each row can take now."""
+    fits = usable & (free_milli >= need[:, None] - 1e-9)
+    if gpus == 1:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per = np.where(fits, np.floor(free_milli / np.maximum(need[:, None], 1.0)), 0)
+        n = per.sum(axis=1)
+    else:
+        n = fits.sum(axis=1) // max(gpus, 1)
+    return np.where(ok_rows, n, 0).astype(np.int64)
+
+
+def _mates_domain(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarray,
+                  remaining: int, member_rows: np.ndarray) -> tuple[str, int] | None:
+    """The smallest domain nested in `level` that holds every placed gang-mate and has room
+    for the `remaining` pods, if any."""
+    best: tuple[float, tuple[str, int]] | None = None
+    for lv in dom.levels:
+        if lv == level or not dom.nested(lv, level):
+            continue
+        c = dom.codes[lv]
+        mc = np.unique(c[member_rows])
+        if len(mc) != 1 or mc[0] < 0:
+            continue
+        inside = c == mc[0]
+        if slots[inside].sum() >= remaining:
+            size = float(gpus_total[inside].sum())
+            if best is None or size < best[0]:
+                best = (size, (lv, int(mc[0])))
+    return best[1] if best else None
+
+
+def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarray,
+              remaining: int, member_rows: np.ndarray, sticky: tuple[str, int] | None = None
+              ) -> GangPlan | None:
+    """The domain for the next pod of a gang at `level` (None: no node carries `level`).
+
+    Gang-mates placed: their (majority) `level` domain, nothing else, and in it first the
+    smallest nested domain that holds all of them and has room for the rest. None placed: the smallest
+    domain (by GPUs; `level` or a level nested in it) that can take the `remaining` pods now
+    scores 1 (best fit: whole big domains stay free for the gangs to come); other `level`
+    domains that can hold them score by how tightly (0.3-0.8); those that cannot, 0."""
+    codes = dom.codes.get(level)
+    if codes is None:
+        return None
+    m = codes >= 0
+    nl = len(dom.values[level])
+    cap = np.bincount(codes[m], weights=slots[m], minlength=nl).astype(np.int64)
+    row_cap = np.where(m, cap[np.maximum(codes, 0)], 0)
+    mc = codes[member_rows] if len(member_rows) else codes[:0]
+    mc = mc[mc >= 0]
+    if len(mc):
+        counts = np.bincount(mc, minlength=nl)
+        anchor = int(np.argmax(counts))
+        allowed = codes == anchor
+        value = np.where(allowed & (slots > 0), 0.7, 0.0)
+        inner = _mates_domain(dom, level, slots, gpus_total, remaining, member_rows)
+        if inner is not None:  # the gang-mates share a smaller domain with room: there first
+            value = np.where((dom.codes[inner[0]] == inner[1]) & (slots > 0), 1.0, value)
+        return GangPlan(level, remaining, value, allowed, row_cap, anchor, int(counts[anchor]),
+                        target=inner, best_cap=int(cap.max()))
+    fits = cap >= remaining
+    allowed = m & fits[np.maximum(codes, 0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tight = np.where(allowed, 0.3 + 0.5 * remaining / np.maximum(row_cap, 1), 0.0)
+    best: tuple[tuple, tuple[str, int], int] | None = None
+    if sticky is not None and sticky[0] in dom.codes and sticky[1] < len(dom.values[sticky[0]]):
+        c = dom.codes[sticky[0]]
+        scap = int(slots[c == sticky[1]].sum())
+        if scap >= remaining:
+            best = ((), sticky, scap)
+    for order, lv in enumerate(dom.levels if level in dom.levels else (*dom.levels, level)):
+        if best is not None and best[0] == ():
+            break
+        if lv != level and not dom.nested(lv, level):
+            continue
+        c = dom.codes[lv]
+        cm = c >= 0
+        k = len(dom.values[lv])
+        lcap = np.bincount(c[cm], weights=slots[cm], minlength=k)
+        size = np.bincount(c[cm], weights=gpus_total[cm], minlength=k)
+        for code in np.flatnonzero(lcap >= remaining).tolist():
+            rank = (float(size[code]), float(lcap[code]), order, dom.values[lv][code])
+            if best is None or rank < best[0]:
+                best = (rank, (lv, code), int(lcap[code]))
+    value = tight
+    if best is not None:
+        lv, code = best[1]
+        value = np.where((dom.codes[lv] == code) & (slots > 0), 1.0, tight)
+    return GangPlan(level, remaining, value, allowed, row_cap,
+                    target=best[1] if best else None, target_cap=best[2] if best else 0,
+                    best_cap=int(cap.max()) if len(cap) else 0)

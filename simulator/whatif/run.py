@@ -142,7 +142,7 @@ def run_whatif(inp: ReplayInput, cfg: WhatIfConfig, progress: Progress | None = 
     for p, gang, res, w, c in replays(tasks, inp, shared, cfg):
         tick(f"{p if gang else POD_BY_POD} done")  # the others run on
         if not gang:
-            base = res
+            base, wall[POD_BY_POD], cpu[POD_BY_POD] = res, w, c
             continue
         raw[p], wall[p], cpu[p] = res, w, c
     rows = [policy_row(inp, raw[p]) for p in cfg.policies]

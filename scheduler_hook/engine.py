@@ -301,10 +301,15 @@ class Scorer:
                 res = self._safe(comp, ctx)
                 values[comp.name], informative[comp.name] = res.value, res.informative
                 if res.violation is not None and res.violation_reason is not None:  # topology
-                    target = unres if res.unresolvable else failed
-                    for j in np.flatnonzero(res.violation).tolist():
-                        if known[j] not in unres:
-                            target.setdefault(known[j], res.violation_reason(j))
+                    idx = np.flatnonzero(res.violation).tolist()
+                    why = res.violation_reason
+                    msgs = res.violation_messages(idx) if res.violation_messages else \
+                        [why(j) for j in idx]
+                    new = dict(zip(np.array(known, dtype=object)[idx].tolist(), msgs))
+                    if res.unresolvable:
+                        unres = {**new, **unres}
+                    else:
+                        failed = {**new, **failed}
         for n in [n for n in failed if n in unres] if unres else ():
             del failed[n]
         return values, informative, failed, unres

@@ -236,8 +236,10 @@ def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarra
         k = len(dom.values[lv])
         lcap = np.bincount(c[cm], weights=slots[cm], minlength=k)
         size = np.bincount(c[cm], weights=gpus_total[cm], minlength=k)
-        for code in np.flatnonzero(lcap >= remaining).tolist():
-            rank = (float(size[code]), float(lcap[code]), order, dom.values[lv][code])
+        ok = np.flatnonzero(lcap >= remaining)
+        if len(ok):  # the level's best: fewest GPUs, then least room, then first seen
+            code = int(ok[np.lexsort((lcap[ok], size[ok]))[0]])
+            rank = (float(size[code]), float(lcap[code]), order)
             if best is None or rank < best[0]:
                 best = (rank, (lv, code), int(lcap[code]))
     value = tight

@@ -91,6 +91,8 @@ class ComponentResult:
     unresolvable: bool = False              # preemption cannot fix it
     informative: bool = True                # False: same value everywhere, left out of the mean
     raw: np.ndarray | None = None           # row-local quantity `value` is normalized from
+    # positions -> their violation reasons at once (thousands of rejected nodes, few reasons)
+    violation_messages: Callable[[list[int]], list[str]] | None = None
 
 
 class Component(Protocol):

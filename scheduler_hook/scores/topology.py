@@ -23,14 +23,16 @@ from scheduler_hook.scores.base import ComponentResult, Context, constant
 
 
 def gang_members(state: Any) -> dict[str, list[tuple[str, str]]]:
-    """gang -> [(pod key, node)] of bound gang pods, cached per state version."""
+    """gang -> [(pod key, node)] of bound gang pods, cached per state version (the wait book
+    keeps bound gang members: no pass over every bound pod)."""
     hit = state.__dict__.get("_gang_members")
     if hit is not None and hit[0] == state.version:
         return hit[1]
     out: dict[str, list[tuple[str, str]]] = {}
-    for p in state.pods.values():
-        if p.gang and p.node:
-            out.setdefault(p.gang, []).append((p.key, p.node))
+    for key, w in state.waiting.pods.items():
+        p = state.pods.get(key) if w.gang and w.bound else None
+        if p is not None and p.node:
+            out.setdefault(w.gang, []).append((key, p.node))
     state.__dict__["_gang_members"] = (state.version, out)
     return out
 
@@ -97,7 +99,21 @@ class TopologyGang:
         short = level.rsplit("/", 1)[-1]
         where = lambda j: f"{short} {dom.name(level, int(codes[j]))}"  # noqa: E731
 
+        said: dict[int, str] = {}  # one reason per domain: 5,000 rejected nodes, few domains
+
         def why_not(j: int) -> str:
+            code = int(codes[j])
+            if code not in said:
+                said[code] = _why_not(j)
+            return said[code]
+
+        def messages(idx: list[int]) -> list[str]:
+            cs = codes[idx].tolist()
+            first = dict(zip(cs, idx))
+            table = {c: why_not(j) for c, j in first.items()}
+            return [table[c] for c in cs]
+
+        def _why_not(j: int) -> str:
             if codes[j] < 0:
                 return f"topology: gang {pod.gang} requires one {level} domain; node has no " \
                        f"{level} label"
@@ -133,4 +149,5 @@ class TopologyGang:
             viol = None
         return ComponentResult(value, reason, violation=viol,
                                violation_reason=why_not if viol is not None else None,
+                               violation_messages=messages if viol is not None else None,
                                unresolvable=plan.anchor >= 0)

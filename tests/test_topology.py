@@ -141,6 +141,27 @@ def test_kueue_gang_kept_in_one_rack_over_http_and_explain_says_why(tmp_path):
         kept = {n["node"]: n for n in last["prioritize"]["nodes"]}["b1"]
         assert "rack-b, where 3 pod(s) of gang train/job1 are" in \
             kept["components"]["topology"]["reason"]
+        metrics = client.get("/metrics").text
+        assert f'foresight_cluster_domains_free{{level="{RACK}"}} 0.0' in metrics  # all used
+        assert f'foresight_cluster_domains{{level="{CLIQUE}"}} 2.0' in metrics
+
+
+def test_volcano_gang_with_kai_required_placement_and_a_steer_before_the_binding(tmp_path):
+    ann = {"scheduling.k8s.io/group-name": "vc", "kai.scheduler/topology-required-placement":
+           RACK}
+    pods = [_gang_pod(k, group="vc", ann=ann) for k in range(2)]
+    group = {"apiVersion": "scheduling.volcano.sh/v1beta1", "kind": "PodGroup",
+             "metadata": {"name": "vc", "namespace": "train"}, "spec": {"minMember": 4}}
+    st = _snapshot(tmp_path, [], [group])
+    hook = ExtenderHook(st, ProviderSet(), load_config())
+    names = ["a0", "a1", "b0", "b1"]
+    first = hook.scorer.decide(hook.pod(pods[0]), names)
+    assert set(first.failed) == {"a0", "a1"} and "can take 2 of its 4" in first.failed["a0"]
+    # the second pod is scored before the first one's binding shows: the same domain
+    second = hook.scorer.decide(hook.pod(pods[1]), names)
+    assert set(second.failed) == {"a0", "a1"}
+    comp = next(c for c in hook.scorer.components if c.name == "topology")
+    assert comp._steered["train/vc"][0] in (RACK, CLIQUE)
 
 
 def test_kai_preferred_with_a_podgroup_size_scores_the_rack_and_filters_nothing(tmp_path):

@@ -58,8 +58,10 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
 
         return handle
 
+    prioritize = make("prioritize", hook.prioritize_json, args_of)
+    prioritize.after = hook.warm_next  # type: ignore[attr-defined] # run once answered
     return {"/scheduler/filter": make("filter", hook.filter, args_of),
-            "/scheduler/prioritize": make("prioritize", hook.prioritize_json, args_of),
+            "/scheduler/prioritize": prioritize,
             "/scheduler/bind": make("bind", hook.bind, parse_binding)}
 
 
@@ -93,6 +95,9 @@ async def _answer(handle: Handler, receive: Callable, send: Callable) -> None:
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(payload)).encode())]})
     await send({"type": "http.response.body", "body": payload})
+    after = getattr(handle, "after", None)
+    if after is not None:  # as scheduler_hook.fastproto: once the answer is sent
+        after()
 
 
 class ExtenderApp(FastAPI):

@@ -238,8 +238,24 @@ class Scorer:
             ctx = Context(self.state, rows, pod, self.providers, self.cfg, mix_counts=mix)
             return {c.name: self._safe(c, ctx) for c in active}
 
-    def _cached(self, ctx: Context, pod: PodRequest, fallback: bool, active: list[Any],
-                known: list[str]) -> tuple[dict, dict, dict[str, str], dict[str, str]]:
+    def warm(self, pod: PodRequest) -> None:
+        """Bring the row cache of `pod`'s class up to date on every live row, ahead of the
+        pod's filter (ExtenderHook.warm_next): the rows changed since its class was last
+        asked about are then only gathered. The values are those the filter would compute."""
+        if not self.use_row_cache:
+            return
+        fallback = self.providers.fallback
+        weights = self.cfg["fallback_weights" if fallback else "weights"]
+        with self.state.lock:
+            self.state.observe_shape(pod)  # as decide does (once per pod: seen by the watch)
+            mix = self._frozen_mix()
+            ctx = Context(self.state, np.flatnonzero(self.state.live), pod, self.providers,
+                          self.cfg, mix_counts=mix)
+            self._refresh(ctx, pod, fallback, self._active(weights))
+
+    def _refresh(self, ctx: Context, pod: PodRequest, fallback: bool, active: list[Any]
+                 ) -> _RowCache:
+        """The class cache of `pod`, its row-local values fresh on ctx.rows."""
         st, rows = self.state, ctx.rows
         modelled = self.providers.fresh("interference") is not None or \
             self.providers.fresh("fingerprint") is not None
@@ -289,6 +305,12 @@ class Scorer:
                         np.ones(len(todo)), lambda j: "", cap, reason, informative=False),
                         len(st.gpu_count))
             computed[drows] = st.row_version[drows]
+        return cache
+
+    def _cached(self, ctx: Context, pod: PodRequest, fallback: bool, active: list[Any],
+                known: list[str]) -> tuple[dict, dict, dict[str, str], dict[str, str]]:
+        rows = ctx.rows
+        cache = self._refresh(ctx, pod, fallback, active)
         memo = cache.memo
         if memo is None or memo[0] is not rows or memo[1] != cache.gen:
             in_order = [c for c in active if c.name in LOCAL]  # explanations list them so

@@ -7,7 +7,8 @@ under a real kube-scheduler that was as much server CPU as scoring the pod. Here
 verb path is read by the parser callbacks and answered in one write, with the same handlers
 (scheduler_hook.app.verb_handlers) and the same bytes. Everything else (other paths, pipelined
 requests behind a running ASGI request, `Expect: 100-continue`, upgrades) takes uvicorn's
-usual ASGI road, so the app serves it unchanged.
+usual ASGI road, so the app serves it unchanged. A handler's `after` callable, if any, runs
+on the loop once its answer is written (between kube-scheduler's cycles, not inside one).
 """
 from __future__ import annotations
 
@@ -67,6 +68,9 @@ class VerbProtocol(HttpToolsProtocol):
             head.append(b"connection: close\r\n")
         head.append(b"\r\n")
         self.transport.write(b"".join(head) + payload)  # one write: one segment, one wake-up
+        after = getattr(handler, "after", None)
+        if after is not None:  # work for later (hook.warm_next): after the answer is sent
+            self.loop.call_soon(after)
         self.server_state.total_requests += 1
         if not keep_alive:
             self.transport.close()

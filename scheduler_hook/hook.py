@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from typing import Any
 
 import numpy as np
@@ -38,6 +39,8 @@ class ExtenderHook:
         self._pieces, self._piece_len = np.zeros(0, object), np.zeros(0, np.int64)
         self._pieces_version = -1
         self._last_pod: tuple[dict, PodRequest] | None = None
+        self._answered: deque[str] = deque(maxlen=8)  # pods whose binding may not be seen yet
+        self.warm_ahead = bool(cfg.get("warm_ahead", True))
 
     def pod(self, obj: dict) -> PodRequest:
         last = self._last_pod
@@ -90,6 +93,27 @@ class ExtenderHook:
         buf[pos + 1] = _ONES[d.scores]
         self.explanations.record("prioritize", d, 1000 * (time.perf_counter() - t0))
         return buf.tobytes()
+
+    def warm_next(self) -> None:
+        """After a prioritize answer, between scheduling cycles: bring the row cache up to
+        date for the pod kube-scheduler most likely asks about next (a pending GPU pod with
+        the same schedulerName, highest priority, then oldest, as its queue sorts), so that
+        its filter only gathers. A wrong guess costs CPU, never a decision."""
+        last = self._last_pod
+        if last is None or not self.warm_ahead:
+            return
+        self._answered.append(last[1].key)
+        sched, done = last[1].scheduler, self._answered
+        with self.state.lock:
+            waiting = [p for p in self.state.pending.values()
+                       if p.scheduler == sched and p.key not in done]
+        if not waiting:
+            return
+        nxt = min(waiting, key=lambda p: (-p.priority, p.created, p.key))
+        try:
+            self.scorer.warm(nxt)
+        except Exception:  # noqa: BLE001 - the filter scores it anyway
+            log.exception("warming %s failed", nxt.key)
 
     def _template(self, d: Any) -> tuple[np.ndarray, np.ndarray]:
         """(answer bytes with blank scores, offset of each node's score slot) for d's nodes.

@@ -65,6 +65,7 @@ class PodRequest:
     gang_size: int = 0
     topology_required: str = ""
     topology_preferred: str = ""
+    scheduler: str = ""      # spec.schedulerName ("" when unset)
 
     def allows_model(self, model: str) -> bool:
         """May the pod run on a node whose `nvidia.com/gpu.product` is ``model``?"""
@@ -243,4 +244,5 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
         gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,
         gang_size=gang_size, topology_required=topo_req, topology_preferred=topo_pref,
+        scheduler=str(spec.get("schedulerName") or ""),
     )

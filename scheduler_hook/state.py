@@ -111,6 +111,8 @@ class ClusterState:
         self.model_shape_counts: Counter[tuple] = Counter()
         self._shape_seen: set[str] = set()
         self.waiting = WaitBook()  # pending GPU pods and gangs (the indicators' view)
+        # GPU pods waiting for a node, by key (ExtenderHook.warm_next scores the next one ahead)
+        self.pending: dict[str, PodRequest] = {}
         self.workloads: dict[str, int] = {}
         self.racks: dict[str, int] = {"": 0}
         self._free_rows: list[int] = []
@@ -205,6 +207,10 @@ class ClusterState:
             self.observe_shape(pod)
             self.waiting.update(wait_info(pod))
             old = self.pods.get(pod.key)
+            if not pod.node and not pod.terminal and (pod.gpus or pod.mig_count):
+                self.pending[pod.key] = pod
+            else:
+                self.pending.pop(pod.key, None)
             if pod.terminal or not pod.node or (pod.gpus == 0 and not pod.mig_count):
                 self.pods.pop(pod.key, None)
             else:
@@ -222,6 +228,7 @@ class ClusterState:
         key = f"{namespace}/{name}"
         with self.lock:
             self.waiting.remove(key)
+            self.pending.pop(key, None)
             old = self.pods.pop(key, None)
             if old is not None:
                 self.by_node.get(old.node, set()).discard(key)
@@ -291,6 +298,7 @@ class ClusterState:
         with self.lock:
             keys = {p.key for p in parsed}
             self.waiting.keep_only(keys)
+            self.pending = {k: p for k, p in self.pending.items() if k in keys}
             for key in [k for k in self.pods if k not in keys]:
                 ns, _, name = key.partition("/")
                 self.delete_pod(ns, name)

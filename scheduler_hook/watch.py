@@ -8,9 +8,16 @@ Watch events are read as raw JSON lines and parsed with orjson: `kubernetes.watc
 also turn every event into model objects (json.loads, json.dumps, then V1Pod.from_dict), which
 under a real kube-scheduler cost the extender more CPU per pod than scoring it, on the same GIL
 as the answers.
+
+Once `attach(loop)` hands it the server's event loop, the watch threads only read and decode:
+every change to the state (events, lists) runs on the loop thread, in arrival order, between
+two answers. Applied from the watch threads, an event arriving while kube-scheduler waited for
+a filter took the GIL from the answer every switch interval and then waited on the state lock
+the answer held; on the loop it waits for the answer instead, and the answer for it.
 """
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import random
@@ -38,6 +45,7 @@ class ClusterWatcher:
         self.resyncs = {"nodes": 0, "pods": 0}   # lists after the first (410 or errors)
         self.errors = {"nodes": 0, "pods": 0}
         self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._threads = [threading.Thread(target=self._run, args=(r,), daemon=True,
                                           name=f"watch-{r}") for r in ("nodes", "pods")]
 
@@ -45,6 +53,34 @@ class ClusterWatcher:
         for t in self._threads:
             t.start()
         return self
+
+    def attach(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        """Apply state changes on `loop` from now on (None: on the watch threads again)."""
+        self._loop = loop
+
+    def _on_loop(self, fn: Callable[..., Any], *args: Any, wait: bool = False) -> None:
+        """Run fn(*args) on the attached loop (in order with earlier calls), or here when
+        none is attached or it has closed. `wait`: return once it has run."""
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            done = threading.Event() if wait else None
+
+            def run() -> None:
+                try:
+                    fn(*args)
+                finally:
+                    if done is not None:
+                        done.set()
+            try:
+                loop.call_soon_threadsafe(run)
+            except RuntimeError:  # closed between the check and the call
+                pass
+            else:
+                while done is not None and not done.wait(0.5):
+                    if loop.is_closed() or self._stop.is_set():
+                        return
+                return
+        fn(*args)
 
     def stop(self) -> None:
         self._stop.set()  # each stream ends after its next event or its server-side timeout
@@ -79,10 +115,11 @@ class ClusterWatcher:
         resp = self._list_fn(resource)(_preload_content=False)
         doc = orjson.loads(resp.data)
         items = doc.get("items") or []
+        # on the loop, waited for: events queued before it must not land after it
         if resource == "nodes":
-            self.state.replace_nodes(items)
+            self._on_loop(self.state.replace_nodes, items, wait=True)
         else:
-            self.state.replace_pods(items, self.workload_labels)
+            self._on_loop(self.state.replace_pods, items, self.workload_labels, wait=True)
         if self.listed[resource]:
             self.resyncs[resource] += 1
         self.listed[resource] = True
@@ -94,21 +131,30 @@ class ClusterWatcher:
     def _watch(self, resource: str, rv: str) -> None:
         """Watch until the server ends the stream; then resume from the last version seen."""
         while not self._stop.is_set():
-            for event in self._events(resource, rv):
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":  # a Status: 410 Gone when rv was compacted away
-                    raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}: "
-                                       f"{obj.get('message')}")
-                rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
-                try:
-                    self._apply(resource, kind, obj)
-                except (PodSpecError, ValueError, KeyError) as exc:
-                    log.warning("skipping malformed %s event: %s", resource, exc)
+            for events in self._events(resource, rv):
+                batch = []
+                for event in events:
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":  # a Status: 410 Gone when rv was compacted away
+                        self._on_loop(self._apply_all, resource, batch)
+                        raise ApiException(status=obj.get("code"), reason=f"{obj.get('reason')}"
+                                           f": {obj.get('message')}")
+                    rv = (obj.get("metadata") or {}).get("resourceVersion", rv)
+                    batch.append((kind, obj))
+                self._on_loop(self._apply_all, resource, batch)  # one wake-up per chunk
                 if self._stop.is_set():
                     return
 
-    def _events(self, resource: str, rv: str) -> Iterator[dict]:
-        """The decoded events of one watch request (newline-delimited JSON)."""
+    def _apply_all(self, resource: str, batch: list[tuple[str, dict]]) -> None:
+        for kind, obj in batch:
+            try:
+                self._apply(resource, kind, obj)
+            except (PodSpecError, ValueError, KeyError) as exc:
+                log.warning("skipping malformed %s event: %s", resource, exc)
+
+    def _events(self, resource: str, rv: str) -> Iterator[list[dict]]:
+        """The decoded events of one watch request (newline-delimited JSON), a list per
+        chunk read."""
         resp = self._list_fn(resource)(watch=True, resource_version=rv,
                                        timeout_seconds=self.watch_timeout_s,
                                        allow_watch_bookmarks=True, _preload_content=False)
@@ -121,11 +167,9 @@ class ClusterWatcher:
                 if b"\n" not in chunk:
                     continue  # an event split across chunks
                 *lines, buf = buf.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield orjson.loads(line)
+                yield [orjson.loads(line) for line in lines if line.strip()]
             if buf.strip():
-                yield orjson.loads(buf)
+                yield [orjson.loads(buf)]
         finally:
             resp.close()
             resp.release_conn()

@@ -1,7 +1,9 @@
 """Cluster state from snapshots and from list+watch against a loopback fake apiserver."""
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
 import time
 
 import numpy as np
@@ -98,12 +100,35 @@ def core(fake: FakeKubeAPI) -> client.CoreV1Api:
     return client.CoreV1Api(client.ApiClient(cfg))
 
 
-def test_watch_ready_after_first_list_then_follows_events_and_resyncs_on_410(api):
+@pytest.fixture(params=["threads", "loop"])
+def apply_on(request):
+    """Where the watcher applies state changes: its own threads, or an attached event loop
+    (as `foresight serve` does); yields (attach function, thread the changes must run on)."""
+    if request.param == "threads":
+        yield (lambda w: None), None
+        return
+    loop = asyncio.new_event_loop()
+    t = threading.Thread(target=loop.run_forever, daemon=True)
+    t.start()
+    yield (lambda w: w.attach(loop)), t
+    loop.call_soon_threadsafe(loop.stop)
+    t.join(5)
+    loop.close()
+
+
+def test_watch_ready_after_first_list_then_follows_events_and_resyncs_on_410(api, apply_on):
     api.put("nodes", make_node("a", gpus=2))
     api.put("pods", make_pod("p1", gpus=1, node="a", phase="Running"))
     api.fail_next = [500]  # the first list fails: backoff, then retry
     st = ClusterState()
-    w = ClusterWatcher(st, core(api), watch_timeout_s=5, backoff_s=0.05).start()
+    attach, thread = apply_on
+    ran_on: set[str] = set()
+    recompute = st._recompute
+    st._recompute = lambda name: (ran_on.add(threading.current_thread().name),
+                                  recompute(name))[1]
+    w = ClusterWatcher(st, core(api), watch_timeout_s=5, backoff_s=0.05)
+    attach(w)
+    w.start()
     try:
         assert not st.ready
         assert wait_for(lambda: st.ready)
@@ -125,6 +150,10 @@ def test_watch_ready_after_first_list_then_follows_events_and_resyncs_on_410(api
         assert wait_for(lambda: "b" not in st.nodes and "c" in st.nodes)
         listed = [p for m, p, _ in api.requests if m == "GET" and "watch" not in p]
         assert len(listed) >= 4  # a failed list, the two first lists, the node resync
+        if thread is not None:  # lists and events alike changed the state on the loop only
+            assert ran_on == {thread.name}
+        else:
+            assert ran_on <= {"watch-nodes", "watch-pods"}
     finally:
         w.stop()
 

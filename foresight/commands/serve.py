@@ -166,6 +166,7 @@ def register(app: typer.Typer) -> None:
             # nothing from 6.0 to 2.9 ms per pod (bench/scheduler_overhead.py).
             sys.setswitchinterval(0.0002)
             watcher.start()
+            _attach_on_startup(app, watcher)
         stop = threading.Event()
         if hook is not None and registry is not None and _own_loaders(hook.cfg):
             threading.Thread(target=_reload_loop, args=(hook, registry, reload_s, stop),
@@ -187,3 +188,23 @@ def register(app: typer.Typer) -> None:
                 poller.stop()
             if watcher is not None:
                 watcher.stop()
+
+
+def _attach_on_startup(app: Any, watcher: Any) -> None:
+    """Once uvicorn's loop runs, the watcher applies cluster events on it, between answers
+    (scheduler_hook.watch); until then, and after it stops, on its own threads."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> Any:
+        watcher.attach(asyncio.get_running_loop())
+        try:
+            async with inner(a) as state:
+                yield state
+        finally:
+            watcher.attach(None)
+
+    app.router.lifespan_context = lifespan

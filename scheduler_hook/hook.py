@@ -41,6 +41,7 @@ class ExtenderHook:
         self._last_pod: tuple[dict, PodRequest] | None = None
         self._answered: deque[str] = deque(maxlen=8)  # pods whose binding may not be seen yet
         self.warm_ahead = bool(cfg.get("warm_ahead", True))
+        self._warm_due: PodRequest | None = None  # answered, its binding not applied yet
 
     def pod(self, obj: dict) -> PodRequest:
         last = self._last_pod
@@ -95,18 +96,27 @@ class ExtenderHook:
         return buf.tobytes()
 
     def warm_next(self) -> None:
-        """After a prioritize answer, between scheduling cycles: bring the row cache up to
-        date for the pod kube-scheduler most likely asks about next (a pending GPU pod with
-        the same schedulerName, highest priority, then oldest, as its queue sorts), so that
-        its filter only gathers. A wrong guess costs CPU, never a decision."""
+        """After a prioritize answer: once the watch has applied that pod's binding
+        (after_events), score ahead the pod kube-scheduler most likely asks about next."""
         last = self._last_pod
-        if last is None or not self.warm_ahead:
+        if last is not None and self.warm_ahead:
+            self._answered.append(last[1].key)
+            self._warm_due = last[1]
+
+    def after_events(self) -> None:
+        """Called by the watcher after it applied a batch of events (on the event loop).
+        When the pod answered last has left the pending set (bound, or gone), bring the row
+        cache up to date for the next pending GPU pod with the same schedulerName (highest
+        priority, then oldest, as kube-scheduler's queue sorts), between scheduling cycles:
+        its filter then only gathers. A wrong guess costs CPU, never a decision."""
+        due = self._warm_due
+        if due is None or due.key in self.state.pending:
             return
-        self._answered.append(last[1].key)
-        sched, done = last[1].scheduler, self._answered
+        self._warm_due = None
+        done = self._answered
         with self.state.lock:
             waiting = [p for p in self.state.pending.values()
-                       if p.scheduler == sched and p.key not in done]
+                       if p.scheduler == due.scheduler and p.key not in done]
         if not waiting:
             return
         nxt = min(waiting, key=lambda p: (-p.priority, p.created, p.key))

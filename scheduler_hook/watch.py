@@ -46,6 +46,7 @@ class ClusterWatcher:
         self.errors = {"nodes": 0, "pods": 0}
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.after_batch: Callable[[], None] | None = None  # ExtenderHook.after_events
         self._threads = [threading.Thread(target=self._run, args=(r,), daemon=True,
                                           name=f"watch-{r}") for r in ("nodes", "pods")]
 
@@ -151,6 +152,11 @@ class ClusterWatcher:
                 self._apply(resource, kind, obj)
             except (PodSpecError, ValueError, KeyError) as exc:
                 log.warning("skipping malformed %s event: %s", resource, exc)
+        if self.after_batch is not None and batch:
+            try:
+                self.after_batch()
+            except Exception:  # noqa: BLE001 - never stop the watch for it
+                log.exception("after-events hook failed")
 
     def _events(self, resource: str, rv: str) -> Iterator[list[dict]]:
         """The decoded events of one watch request (newline-delimited JSON), a list per

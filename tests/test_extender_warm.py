@@ -52,17 +52,18 @@ def _run(warm: bool, seed: int) -> list[tuple[bytes, bytes]]:
         filt = orjson.dumps(hook.filter(args))
         prio = hook.prioritize_json(args)
         out.append((filt, prio))
-        before = {k: c.gen for k, c in hook.scorer._caches.items()}
-        hook.warm_next()
-        warmed += any(c.gen != before.get(k) for k, c in hook.scorer._caches.items())
+        hook.warm_next()  # what the prioritize handler runs once its answer is sent
         passed = orjson.loads(filt)["NodeNames"]
         scores = {x["Host"]: x["Score"] for x in orjson.loads(prio)}
-        if passed and i % 3:  # bind most pods (a third stay pending and get warmed again)
+        if passed and i % 3:  # bind most pods, delete the others
             best = max(passed, key=lambda n: (scores.get(n, 0), n))
             bound_pod = parse_pod({**pod, "spec": {**pod["spec"], "nodeName": best}})
             st.upsert_pod(bound_pod)
         else:
             st.delete_pod("default", pod["metadata"]["name"])
+        before = {k: c.gen for k, c in hook.scorer._caches.items()}
+        hook.after_events()  # what the watcher runs once it applied the binding
+        warmed += any(c.gen != before.get(k) for k, c in hook.scorer._caches.items())
     assert not warm or warmed > 5  # the warm path did run
     return out
 

@@ -68,7 +68,9 @@ def build_extender(snapshot: Path | None, registry: Path | None, config: Path | 
     api = client.CoreV1Api()
     hook = ExtenderHook(state, providers, cfg, core_api=api)
     labels = tuple(cfg.get("workload_labels") or ()) or None
-    return hook, ClusterWatcher(state, api, workload_labels=labels)
+    watcher = ClusterWatcher(state, api, workload_labels=labels)
+    watcher.after_batch = hook.after_events  # score the next pod ahead once a binding lands
+    return hook, watcher
 
 
 #: Slots the API's model store fills on every swap (artifacts.adapters.install): their config

@@ -11,8 +11,12 @@ turn, waits until all are bound, and reads the scheduler's own histograms
 processes' CPU before and after. Added time = median over rounds of the paired per-round
 difference. The extender's own answer time per verb comes from its /metrics.
 
-Usage: nice python bench/scheduler_overhead.py [--nodes 1000 5000] [--rounds 12] [--pods 20]
-       [--out bench/results/scheduler_overhead.md] [--profile DIR]  (py-spy record of the
+--compare REF adds a fourth kube-scheduler, `base-scheduler`, pointed at a second Foresight
+extender run from commit REF's tree (git archive), in the same run: a before/after pair that
+shares the machine's load round by round.
+
+Usage: python bench/scheduler_overhead.py [--nodes 1000 5000] [--rounds 12] [--pods 20]
+       [--compare REF] [--out bench/results/scheduler_overhead.md] [--profile DIR]  (py-spy of the
        extender's GIL holder, when py-spy is installed: a dev tool, not a project dependency;
        it still perturbs the extender, so the table comes from runs without it)
 """
@@ -43,6 +47,7 @@ from scheduler_hook.kube_local import (ControlPlane, algorithm_totals,  # noqa: 
                                        gpu_node, gpu_pod, start_extender)
 
 PLAIN, ECHO, EXT = "plain-scheduler", "echo-scheduler", "foresight-scheduler"
+BASE = "base-scheduler"  # --compare: Foresight at another commit
 KEYS = {PLAIN: "plain", ECHO: "echo", EXT: "ext"}
 
 
@@ -100,9 +105,10 @@ def extender_latency(url: str) -> dict[str, tuple[float, float]]:
 
 
 def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: float,
-             profile_dir: Path | None) -> dict:
+             profile_dir: Path | None, base_root: Path | None = None) -> dict:
     cp = ControlPlane(bin_dir).start()
-    ext = spy = echo = None
+    ext = spy = echo = base_ext = None
+    keys = {**KEYS, BASE: "base"} if base_root is not None else KEYS
     try:
         t0 = time.time()
         node_objs, bound = cluster(n_nodes, fill)
@@ -111,6 +117,9 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
             list(pool.map(cp.create_pod, bound))
         created_s = time.time() - t0
         ext, url = start_extender(cp.kubeconfig, nodes=n_nodes)
+        urls = {EXT: url}
+        if base_root is not None:
+            base_ext, urls[BASE] = start_extender(cp.kubeconfig, nodes=n_nodes, root=base_root)
         echo_port = free_port()
         echo = subprocess.Popen([sys.executable, str(ROOT / "bench/echo_extender.py"),
                                  str(echo_port)])
@@ -125,6 +134,8 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
         base = {PLAIN: cp.start_scheduler("plain", None, PLAIN),
                 ECHO: cp.start_scheduler("echo", f"http://127.0.0.1:{echo_port}", ECHO),
                 EXT: cp.start_scheduler("ext", url, EXT)}
+        if base_root is not None:
+            base[BASE] = cp.start_scheduler("base", urls[BASE], BASE)
         spy_bin = shutil.which("py-spy") or shutil.which("py-spy", path=str(
             Path(sys.executable).parent))
         if profile_dir is not None and spy_bin:
@@ -134,55 +145,64 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
                                     str(profile_dir / f"extender_{n_nodes}.json")],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rng = np.random.default_rng(1)
-        pids = {s: cp.pids[k] for s, k in KEYS.items()} | {"extender": ext.pid}
-        rows: dict[str, list[dict[str, float]]] = {s: [] for s in KEYS}
+        pids = {s: cp.pids[k] for s, k in keys.items()}
+        ext_pid = {s: (base_ext if s == BASE else ext).pid for s in keys}
+        rows: dict[str, list[dict[str, float]]] = {s: [] for s in keys}
         warm = 1  # round 0 warms the schedulers' caches and the extender's: not counted
         for r in range(rounds + warm):
-            order = list(KEYS)[r % 3:] + list(KEYS)[:r % 3]  # each goes first in turn
+            k = r % len(keys)
+            order = list(keys)[k:] + list(keys)[:k]  # each goes first in turn
             for sched in order:
                 batch = pods(rng, f"r{r}-{sched[:3]}", sched, per_round)
-                before = _sample(cp, base[sched], sched, url, pids)
+                ids = {"sched": pids[sched], "extender": ext_pid[sched]}
+                before = _sample(cp, base[sched], sched, urls.get(sched), ids)
                 for pod in batch:  # one client, no burst: the apiserver is not the bottleneck
                     cp.create_pod(pod)
                 cp.wait_bound([p["metadata"]["name"] for p in batch], timeout_s=120)
-                after = _sample(cp, base[sched], sched, url, pids)
+                after = _sample(cp, base[sched], sched, urls.get(sched), ids)
                 if r >= warm:
                     rows[sched].append(_per_pod(before, after, sched))
         out = {"nodes": n_nodes, "create_s": created_s, "prefill": len(bound)}
-        for sched, key in KEYS.items():
+        for sched, key in keys.items():
             for m in rows[sched][0]:
                 out[f"{key}_{m}"] = statistics.median(x[m] for x in rows[sched])
             out[f"{key}_rounds"] = [round(x["algo_ms"], 2) for x in rows[sched]]
         # added = median over rounds of the paired difference (the schedulers of one round ran
         # within seconds of each other: the other tenants' load cancels better than between
         # medians taken apart)
-        algo = {k: [x["algo_ms"] for x in rows[s]] for s, k in KEYS.items()}
+        algo = {k: [x["algo_ms"] for x in rows[s]] for s, k in keys.items()}
         out["added_ms"] = statistics.median(a - b for a, b in zip(algo["ext"], algo["plain"]))
         out["ratio"] = out["added_ms"] / out["plain_algo_ms"]
         out["echo_added_ms"] = statistics.median(a - b for a, b in zip(algo["echo"],
                                                                        algo["plain"]))
         out["beyond_echo_ms"] = statistics.median(a - b for a, b in zip(algo["ext"],
                                                                         algo["echo"]))
+        if base_root is not None:
+            out["base_added_ms"] = statistics.median(a - b for a, b in zip(algo["base"],
+                                                                           algo["plain"]))
+            out["base_ratio"] = out["base_added_ms"] / out["plain_algo_ms"]
+            out["now_minus_base_ms"] = statistics.median(a - b for a, b in zip(algo["ext"],
+                                                                               algo["base"]))
         return out
     finally:
         if spy is not None:
             spy.send_signal(signal.SIGINT)  # py-spy writes its profile on Ctrl-C
             spy.wait(60)
-        for proc in (ext, echo):
+        for proc in (ext, echo, base_ext):
             if proc is not None:
                 proc.terminate()
                 proc.wait(15)
         cp.stop()
 
 
-def _sample(cp: ControlPlane, sched_url: str, sched: str, ext_url: str,
+def _sample(cp: ControlPlane, sched_url: str, sched: str, ext_url: str | None,
             pids: dict[str, int]) -> dict[str, tuple[float, float] | float]:
     out: dict[str, tuple[float, float] | float] = {}
-    if sched == EXT:  # its /metrics walks the whole state: read it before the CPU clocks
+    if ext_url is not None:  # its /metrics walks the whole state: read it before the CPU clocks
         out.update(extender_latency(ext_url))
     text = cp.metrics_text(sched_url)
     out.update({"algo": algorithm_totals(text), "attempt": attempt_totals(text, sched),
-                "sched_cpu": cpu_seconds(pids[sched]),
+                "sched_cpu": cpu_seconds(pids["sched"]),
                 "extender_cpu": cpu_seconds(pids["extender"])})
     return out
 
@@ -201,7 +221,7 @@ TARGET = {1000: 0.25, 5000: 0.5}
 
 
 def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str:
-    cmd = "nice .venv/bin/python bench/scheduler_overhead.py " + " ".join(sys.argv[1:])
+    cmd = ".venv/bin/python bench/scheduler_overhead.py " + " ".join(sys.argv[1:])
     lines = [
         "# Extender overhead inside a real kube-scheduler v1.34", "",
         f"- Command: `{cmd}`",
@@ -239,13 +259,41 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
             f"{r['echo_sched_cpu_ms']:.1f} / {r['ext_sched_cpu_ms']:.1f} | "
             f"{r['ext_extender_cpu_ms']:.1f} | {r.get('ext_filter_ms', float('nan')):.2f} / "
             f"{r.get('ext_prioritize_ms', float('nan')):.2f} |")
-    lines += ["", "Per-round own ms/pod (alone | echo | Foresight):", ""]
+    if args.compare:
+        lines += ["", f"Paired against Foresight at `{args.compare}` (`base-scheduler`, a fourth "
+                  "kube-scheduler in the same rounds; now minus then = median over rounds of the "
+                  "paired difference):", "",
+                  "| nodes | added then | added now | added / own then | added / own now | "
+                  "now minus then (ms) | answer filter / prioritize then | now | extender CPU "
+                  "ms/pod then / now |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            lines.append(
+                f"| {r['nodes']:,} | {r['base_added_ms']:.2f} | {r['added_ms']:.2f} | "
+                f"{r['base_ratio']:.2f}x | {r['ratio']:.2f}x | {r['now_minus_base_ms']:+.2f} | "
+                f"{r.get('base_filter_ms', float('nan')):.2f} / "
+                f"{r.get('base_prioritize_ms', float('nan')):.2f} | "
+                f"{r.get('ext_filter_ms', float('nan')):.2f} / "
+                f"{r.get('ext_prioritize_ms', float('nan')):.2f} | "
+                f"{r['base_extender_cpu_ms']:.1f} / {r['ext_extender_cpu_ms']:.1f} |")
+    lines += ["", "Per-round own ms/pod (alone | echo | Foresight"
+              + (f" | Foresight at {args.compare}" if args.compare else "") + "):", ""]
     for r in rows:
         lines.append(f"- {r['nodes']:,} nodes: {r['plain_rounds']} | {r['echo_rounds']} | "
-                     f"{r['ext_rounds']} "
+                     f"{r['ext_rounds']}"
+                     + (f" | {r['base_rounds']}" if "base_rounds" in r else "") + " "
                      f"({r['prefill']:,} pods bound beforehand; nodes and those pods "
                      f"created in {r['create_s']:.0f} s)")
     return "\n".join(lines) + "\n"
+
+
+def _checkout(ref: str) -> Path:
+    """Commit `ref`'s tree in a temporary directory (git archive: no worktree, no .git)."""
+    import tempfile
+
+    out = Path(tempfile.mkdtemp(prefix="foresight-base-"))
+    tar = subprocess.run(["git", "archive", ref], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=tar.stdout, check=True)
+    return out
 
 
 def _git_head() -> str:
@@ -266,14 +314,18 @@ def main() -> None:
                     help="share of GPU milli bound before the run on every other node "
                     "(pods created with nodeName)")
     ap.add_argument("--profile", type=Path, default=None)
+    ap.add_argument("--compare", default=None, metavar="REF",
+                    help="also run Foresight at commit REF (a fourth kube-scheduler)")
     args = ap.parse_args()
     bin_dir = binaries()
     if bin_dir is None:
         sys.exit("no ../shared/k8s binaries: nothing to measure")
     machine_text = machine()  # before the run: the load of the machine, not of this bench
+    base_root = _checkout(args.compare) if args.compare else None
     rows = []
     for n in args.nodes:
-        rows.append(run_size(bin_dir, n, args.rounds, args.pods, args.fill, args.profile))
+        rows.append(run_size(bin_dir, n, args.rounds, args.pods, args.fill, args.profile,
+                             base_root))
         print(rows[-1], flush=True)
     text = report(rows, args, machine_text)
     args.out.write_text(text)

@@ -128,7 +128,7 @@ def nodes_from_source(source, end, window_s: int, gpu_resource: str = "nvidia_co
                         how="left")
     else:
         out["model"] = ""
-    return out.fillna({"model": ""}).reset_index(drop=True)
+    return out.fillna({"model": ""}).sort_values("node").reset_index(drop=True)
 
 
 #: kube_pod_labels labels naming a pod's gang: scheduler-plugins' PodGroup

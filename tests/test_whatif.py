@@ -269,3 +269,22 @@ def test_backfill_schedule_from_the_shared_fit_equals_its_own_fit():
     own = ReservedSchedule(inp.jobs, "forecast", 0.0, inp.t_end, decay_bins=6, **kw)
     shared = ReservedSchedule(inp.jobs, "forecast", 0.0, inp.t_end, **kw).with_decay(6)
     assert own.values.any() and np.array_equal(own.values, shared.values)
+
+
+def test_nodes_and_gangs_from_kube_state_metrics():
+    from features.history_ingest import gangs_from_source, nodes_from_source
+
+    class Source:  # what PrometheusSource.query returns: one row per series, labels as columns
+        def query(self, expr, at):
+            if "kube_node_status_allocatable" in expr:
+                return pd.DataFrame({"node": ["a", "b", "a"], "value": [8.0, 4.0, 8.0]})
+            if "kube_node_labels" in expr:
+                return pd.DataFrame({"node": ["a"], "label_nvidia_com_gpu_product": ["H100"]})
+            return pd.DataFrame({"namespace": ["x", "x", "y"], "pod": ["p", "q", "r"],
+                                 "label_scheduling_x_k8s_io_pod_group": ["pg", "pg", None],
+                                 "label_volcano_sh_job_name": [None, None, "vj"]})
+
+    n = nodes_from_source(Source(), None, 60)
+    assert n.to_dict("list") == {"node": ["a", "b"], "gpus": [8.0, 4.0], "model": ["H100", ""]}
+    g = gangs_from_source(Source(), None, 60)
+    assert g["gang"].tolist() == ["x/pg", "x/pg", "y/vj"]

@@ -1,0 +1,226 @@
+"""Topology replay (issue 31): gangs on racks and blocks of the openb nodes, over time.
+
+The openb node list has no topology, so one is laid on it: racks of ``rack_nodes`` consecutive
+nodes, blocks of ``block_racks`` racks (node-label levels, read with scheduler_hook.topology as
+the extender reads real labels). A gang whose pods span two racks runs ``spread_rack`` times
+longer for its whole life, two blocks ``spread_block`` times (parameters; their values are an
+assumption of this replay, see bench/results/topology.md).
+
+Policies, all with FGD choosing the node inside whatever set of nodes they allow:
+- ``fgd``: the gang starts as soon as the cluster can hold it, wherever that is.
+- ``required``: what Kueue / KAI required placement do: the gang waits until one rack can hold
+  it, then goes to the rack that fits it most tightly.
+- ``topology``: the extender's rule (scheduler_hook.scores.topology): the smallest domain that
+  holds the gang now (rack, else block); when none does, it waits for the rack that the
+  predicted departures (run-time p50 of the running jobs) free first, as long as the time
+  already waited plus that predicted wait stays under what spreading would add to its run
+  (predicted run time x (slowdown - 1)); else it spreads (a wait is never longer than the cost
+  it avoids, however wrong the prediction: the ski-rental bound). Single pods go first to racks that cannot hold a gang anyway (whole racks stay free
+  for gangs: fragmentation per domain).
+
+The queue is priority then arrival order with backfill, like simulator.timeline.engine (which
+this does not change): a pass places the first pending job of each shape that can start, until
+none can.
+"""
+from __future__ import annotations
+
+import heapq
+import time
+
+import numpy as np
+
+from scheduler_hook.topology import HOSTNAME, encode
+from simulator.replay.cluster import MILLI
+from simulator.replay.data import Nodes
+from simulator.timeline.cluster import TimelineCluster
+from simulator.timeline.policies import Placer, trace_of
+from simulator.timeline.workload import Jobs
+
+RACK, BLOCK = "foresight.io/replay-rack", "foresight.io/replay-block"
+POLICIES = ("fgd", "required", "topology")
+
+
+def openb_levels(nodes: Nodes, rack_nodes: int = 16, block_racks: int = 8):
+    """Domains of the laid-on topology (scheduler_hook.topology.Domains)."""
+    labels = [{RACK: f"rack-{i // rack_nodes}", BLOCK: f"block-{i // (rack_nodes * block_racks)}"}
+              for i in range(len(nodes))]
+    return encode(labels, (RACK, BLOCK, HOSTNAME), [str(n) for n in nodes.name])
+
+
+def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
+                 runtime_p50: np.ndarray | None = None, spread_rack: float = 1.3,
+                 spread_block: float = 1.6, rack_nodes: int = 16, block_racks: int = 8,
+                 seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True) -> dict:
+    """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
+    ``wait_share``: the topology policy waits while the wait stays under this share of the
+    spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang."""
+    if policy not in POLICIES:
+        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    if policy == "topology" and runtime_p50 is None:
+        raise ValueError("the topology policy needs predicted run times")
+    wall = time.perf_counter()
+    dom = openb_levels(nodes, rack_nodes, block_racks)
+    rack, block = dom.codes[RACK], dom.codes[BLOCK]
+    nr, nb = int(rack.max()) + 1, int(block.max()) + 1
+    c = TimelineCluster(nodes)
+    placer = Placer("fgd")
+    sel = np.flatnonzero((jobs.arrival >= t_start) & (jobs.arrival < t_end))
+    placer.reset(c, trace_of(np.repeat(jobs.gpus[sel], jobs.pods[sel]),
+                             np.repeat(jobs.milli[sel], jobs.pods[sel])), seed)
+    n = len(jobs)
+    start, run = np.full(n, np.nan), jobs.duration.astype(float).copy()
+    spread = np.zeros(n, np.int8)  # 0 one rack, 1 racks of one block, 2 blocks
+    where: dict[int, list[tuple[int, list[int]]]] = {}
+    nodes_of: dict[int, list[int]] = {}  # the nodes each started job ran on
+    node_end = np.zeros(len(nodes))  # predicted time the node's last pod ends
+    departures: list[tuple[float, int]] = []
+    pending: dict[tuple, list] = {}
+    pred = runtime_p50 if runtime_p50 is not None else jobs.duration
+    pred = np.where(np.isfinite(pred), pred, jobs.duration)
+
+    def place(j: int, count: int, allowed: np.ndarray | None) -> list | None:
+        g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        out = []
+        for _ in range(count):
+            pick = placer.choose(g, m, allowed)
+            if pick is None:
+                for node, slots in out:
+                    c.release(node, slots, g, m)
+                    placer.changed(node, slots, g, m)
+                return None
+            slots = c.place(pick[0], pick[1], 0, 0, g, m)
+            placer.changed(pick[0], slots, g, m)
+            out.append((pick[0], slots))
+        return out
+
+    def slots_now(g: int) -> np.ndarray:
+        return c.whole // g
+
+    def rack_wait(j: int, now: float) -> float:
+        """Predicted seconds until some rack can hold gang j (departures only)."""
+        g, p = int(jobs.gpus[j]), int(jobs.pods[j])
+        ok = nodes.gpus >= g  # a node frees whole once its last pod has left
+        avail = np.where(c.whole >= g, now, np.maximum(node_end, now))
+        per = np.where(ok, nodes.gpus // g, 0).astype(np.int64)
+        a, r = np.repeat(avail, per), np.repeat(rack, per)  # one entry per pod slot
+        order = np.lexsort((a, r))
+        a, r = a[order], r[order]
+        count = np.bincount(r, minlength=nr)
+        first = np.concatenate([[0], np.cumsum(count)[:-1]])
+        full = np.flatnonzero(count >= p)
+        if not len(full):
+            return np.inf
+        return float(a[first[full] + p - 1].min()) - now
+
+    def try_gang(j: int, now: float) -> list | None:
+        g, p = int(jobs.gpus[j]), int(jobs.pods[j])
+        s = slots_now(g)
+        if s.sum() < p:
+            return None
+        if policy == "fgd":
+            return place(j, p, None)
+        rcap = np.bincount(rack, weights=s, minlength=nr)
+        fit = np.flatnonzero(rcap >= p)
+        if len(fit):
+            r = int(fit[np.argmin(rcap[fit])])  # best fit: the tightest rack that holds it
+            return place(j, p, rack == r)
+        if policy == "required":
+            return None
+        bcap = np.bincount(block, weights=s, minlength=nb)
+        bfit = np.flatnonzero(bcap >= p)
+        cost = pred[j] * ((spread_rack if len(bfit) else spread_block) - 1.0)
+        waited = now - float(jobs.arrival[j])
+        if waited + rack_wait(j, now) <= wait_share * cost:
+            return None  # a rack frees before spreading would have cost more: wait for it
+        if len(bfit):
+            b = int(bfit[np.argmin(bcap[bfit])])
+            return place(j, p, block == b)
+        return place(j, p, None)
+
+    def try_single(j: int) -> list | None:
+        g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        if policy == "topology" and keep_racks:  # racks that cannot hold a 4x8 gang first
+            rcap = np.bincount(rack, weights=c.whole // 8, minlength=nr)
+            allowed = rcap[rack] < 4
+            fits = (c.maxfree >= m) if m < MILLI else (c.whole >= g)
+            if (fits & allowed).any():
+                return place(j, 1, allowed)
+        return place(j, 1, None)
+
+    def start_job(j: int, now: float, pl: list) -> None:
+        where[j] = pl
+        nodes_of[j] = [nd for nd, _ in pl]
+        start[j] = now
+        racks = {int(rack[nd]) for nd, _ in pl}
+        blocks = {int(block[nd]) for nd, _ in pl}
+        spread[j] = 2 if len(blocks) > 1 else 1 if len(racks) > 1 else 0
+        run[j] = jobs.duration[j] * (spread_block if spread[j] == 2 else
+                                     spread_rack if spread[j] == 1 else 1.0)
+        end_pred = now + pred[j] * (run[j] / jobs.duration[j])
+        for nd, _ in pl:
+            node_end[nd] = max(node_end[nd], end_pred)
+        heapq.heappush(departures, (now + run[j], j))
+
+    def schedule(now: float) -> None:
+        failed: set[tuple] = set()
+        while True:
+            heads = sorted((h[0], k) for k, h in pending.items() if h and k not in failed)
+            if not heads:
+                return
+            for (_, _, j), k in heads:
+                pl = try_gang(j, now) if jobs.pods[j] > 1 else try_single(j)
+                if pl is None:
+                    failed.add(k)
+                    continue
+                heapq.heappop(pending[k])
+                start_job(j, now, pl)
+                break
+
+    early = np.flatnonzero((jobs.arrival < t_start) & (jobs.arrival + jobs.duration > t_start))
+    for j in early:
+        pl = place(int(j), int(jobs.pods[j]), None)
+        if pl is not None:
+            start_job(int(j), float(jobs.arrival[j]), pl)
+    ai = 0
+    while True:
+        t_arr = float(jobs.arrival[sel[ai]]) if ai < len(sel) else np.inf
+        t_dep = departures[0][0] if departures else np.inf
+        now = min(t_arr, t_dep)
+        if now >= t_end:
+            break
+        if t_dep <= t_arr:
+            _, j = heapq.heappop(departures)
+            g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+            for nd, slots in where.pop(j):
+                c.release(nd, slots, g, m)
+                placer.changed(nd, slots, g, m)
+        else:
+            j = int(sel[ai])
+            ai += 1
+            k = (int(jobs.gpus[j]), int(jobs.milli[j]), int(jobs.pods[j]))
+            heapq.heappush(pending.setdefault(k, []), (-int(jobs.priority[j]),
+                                                       float(jobs.arrival[j]), j))
+        schedule(now)
+    return {"policy": policy, "start": start, "run": run, "spread": spread, "nodes": nodes_of,
+            "seconds": time.perf_counter() - wall}
+
+
+def summarize(jobs: Jobs, res: dict, t0: float, t1: float) -> dict:
+    """Gang job completion time (wait + run) and 1-GPU delays, in minutes, over the jobs that
+    arrive in [t0, t1); a job that never started counts with its wait until t1 (a floor)."""
+    m = (jobs.arrival >= t0) & (jobs.arrival < t1)
+    started = np.isfinite(res["start"])
+    wait = np.where(started, res["start"] - jobs.arrival, t1 - jobs.arrival)
+    jct = wait + np.where(started, res["run"], jobs.duration)
+    gang = m & (jobs.pods > 1)
+    one = m & (jobs.pods == 1) & (jobs.gpus == 1) & (jobs.milli >= MILLI)
+    q = lambda a, p: round(float(np.percentile(a, p)) / 60, 1) if len(a) else float("nan")  # noqa
+    return {"policy": res["policy"], "gangs": int(gang.sum()),
+            "gang_jct_p50_min": q(jct[gang], 50), "gang_jct_p95_min": q(jct[gang], 95),
+            "gang_wait_p95_min": q(wait[gang], 95),
+            "gangs_spread_racks": int((gang & started & (res["spread"] >= 1)).sum()),
+            "gangs_spread_blocks": int((gang & started & (res["spread"] == 2)).sum()),
+            "gangs_unstarted": int((gang & ~started).sum()),
+            "one_gpu": int(one.sum()), "one_gpu_wait_p95_min": q(wait[one], 95),
+            "one_gpu_jct_p95_min": q(jct[one], 95),
+            "unstarted": int((m & ~started).sum()), "seconds": round(res["seconds"], 1)}

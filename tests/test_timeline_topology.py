@@ -1,0 +1,69 @@
+"""Topology replay (issue 31): racks laid on the nodes, spread gangs run slower, and the three
+policies' rules on a cluster small enough to follow by hand."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.replay.data import Nodes
+from simulator.timeline.topology import BLOCK, RACK, openb_levels, run_topology, summarize
+from simulator.timeline.workload import Jobs
+
+
+def _nodes(n: int = 4) -> Nodes:
+    return Nodes(np.array([f"n{i}" for i in range(n)], dtype=object), np.full(n, 64000),
+                 np.full(n, 512000), np.full(n, 8), np.full(n, "H100", dtype=object))
+
+
+def _jobs(single_s: float = 100.0, gang_s: float = 10000.0) -> Jobs:
+    """Two 8-GPU pods at t=0, then a gang of two 8-GPU pods at t=1."""
+    return Jobs(np.array([0.0, 0.0, 1.0]), np.array([single_s, single_s, gang_s]),
+                np.array([1, 1, 2]), np.array([8, 8, 8]), np.array([1000, 1000, 1000]),
+                np.zeros(3, np.int64), np.zeros(3, np.int64), ("t",))
+
+
+KW = dict(rack_nodes=2, block_racks=1, spread_rack=1.3, spread_block=1.6)
+
+
+def _split_seed() -> int:
+    """A seed whose FGD ties put the two single pods in different racks: no rack then holds
+    the gang at t=1."""
+    for seed in range(50):
+        r = run_topology(_nodes(), _jobs(), "fgd", 0.0, 10.0, seed=seed, **KW)
+        if len({r["nodes"][0][0] // 2, r["nodes"][1][0] // 2}) == 2:
+            return seed
+    pytest.skip("no seed splits the singles")
+
+
+def test_levels_laid_on_the_openb_nodes():
+    dom = openb_levels(_nodes(40), rack_nodes=16, block_racks=2)
+    assert dom.codes[RACK].tolist() == [0] * 16 + [1] * 16 + [2] * 8
+    assert dom.codes[BLOCK].tolist() == [0] * 32 + [1] * 8
+    assert dom.nested(RACK, BLOCK)
+
+
+def test_fgd_spreads_and_pays_the_slowdown_required_waits_for_a_rack():
+    seed = _split_seed()
+    jobs = _jobs()
+    fgd = run_topology(_nodes(), jobs, "fgd", 0.0, 1e6, seed=seed, **KW)
+    assert fgd["start"][2] == 1.0 and fgd["spread"][2] == 2  # one rack per block here
+    assert fgd["run"][2] == pytest.approx(10000 * 1.6)
+    req = run_topology(_nodes(), jobs, "required", 0.0, 1e6, seed=seed, **KW)
+    assert req["start"][2] == pytest.approx(100.0) and req["spread"][2] == 0
+    assert req["run"][2] == 10000
+    s = summarize(jobs, req, 0.0, 1e6)
+    assert s["gangs"] == 1 and s["gangs_spread_racks"] == 0 and s["gangs_unstarted"] == 0
+
+
+def test_topology_waits_when_departures_come_soon_and_spreads_when_they_do_not():
+    seed = _split_seed()
+    jobs = _jobs()
+    soon = run_topology(_nodes(), jobs, "topology", 0.0, 1e6, seed=seed,
+                        runtime_p50=jobs.duration, **KW)
+    assert soon["start"][2] == pytest.approx(100.0) and soon["spread"][2] == 0
+    # the singles are believed to run for days: waiting costs more than spreading
+    late = run_topology(_nodes(), jobs, "topology", 0.0, 1e6, seed=seed,
+                        runtime_p50=np.array([1e6, 1e6, 10000.0]), **KW)
+    assert late["start"][2] == 1.0 and late["spread"][2] == 2
+    with pytest.raises(ValueError, match="predicted run times"):
+        run_topology(_nodes(), jobs, "topology", 0.0, 10.0)

@@ -150,23 +150,37 @@ def gangs_from_source(source, end, window_s: int) -> pd.DataFrame:
     return out.drop_duplicates(["namespace", "pod"], keep="last")
 
 
+def write_nodes_and_gangs(source, root: Path | str, end, window_s: int) -> dict:
+    """After an ingest: ``nodes.parquet`` from kube_node_status_allocatable (and the GFD
+    product label), and a ``gang`` column in ``pods.parquet`` from the pod-group labels, where
+    kube-state-metrics exports them. Counts of what was written."""
+    root = Path(root)
+    nodes = nodes_from_source(source, end, window_s)
+    if len(nodes):
+        atomic_parquet(nodes, root / NODES_FILE)
+    gangs = gangs_from_source(source, end, window_s)
+    tagged = 0
+    if gangs["gang"].ne("").any():  # the pods table gains a gang column (others ignore it)
+        pods = pd.read_parquet(root / "pods.parquet")
+        pods = pods.merge(gangs, on=["namespace", "pod"], how="left").fillna({"gang": ""})
+        atomic_parquet(pods, root / "pods.parquet")
+        tagged = int(pods["gang"].ne("").sum())
+    return {"nodes": len(nodes), "gang_pods": tagged}
+
+
+def atomic_parquet(df: pd.DataFrame, target: Path) -> None:
+    from features.ingest_store import atomic_parquet as write
+
+    write(df, target)
+
+
 def ingest_history(url: str, out: Path | str, since, end=None) -> None:
-    """`foresight ingest` of what the what-if needs (pods, one GPU metric at 5 min for the
-    nodes' GPUs) and the nodes' allocatable GPUs into ``nodes.parquet``."""
+    """`foresight ingest` of what the what-if needs: pods, nodes (and gangs), and one GPU
+    metric at 5 min (the GPUs of nodes kube-state-metrics does not list)."""
     from features.ingest import now_utc
-    from features.ingest_store import atomic_parquet, ingest_to_dir
+    from features.ingest_store import ingest_to_dir
     from features.prometheus import PrometheusSource
 
     end = end or now_utc()
-    start = end - since
-    source = PrometheusSource(url)
-    ingest_to_dir(source, start, end, out, step_s=300.0, metrics=("DCGM_FI_DEV_GPU_UTIL",))
-    window = max(int(since.total_seconds()), 1)
-    nodes = nodes_from_source(source, end, window)
-    if len(nodes):
-        atomic_parquet(nodes, Path(out) / NODES_FILE)
-    gangs = gangs_from_source(source, end, window)
-    if gangs["gang"].ne("").any():  # the pods table gains a gang column (others ignore it)
-        pods = pd.read_parquet(Path(out) / "pods.parquet")
-        pods = pods.merge(gangs, on=["namespace", "pod"], how="left")
-        atomic_parquet(pods.fillna({"gang": ""}), Path(out) / "pods.parquet")
+    ingest_to_dir(PrometheusSource(url), end - since, end, out, step_s=300.0,
+                  metrics=("DCGM_FI_DEV_GPU_UTIL",))

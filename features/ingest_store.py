@@ -10,7 +10,8 @@ at all, and a restart skips the ones that exist. `ingest.json` records the pull'
 a restart with other parameters is refused rather than mixed in.
 
 Layout: DIR/ingest.json, DIR/samples/day=YYYY-MM-DD/<metric>.parquet, DIR/pods.parquet,
-DIR/queues.parquet (the last two written when every partition is in).
+DIR/queues.parquet, DIR/nodes.parquet (the last three written when every partition is in;
+nodes where kube-state-metrics exports kube_node_status_allocatable).
 """
 from __future__ import annotations
 
@@ -175,11 +176,25 @@ def ingest_to_dir(source, start: datetime, end: datetime, out: str | Path, *,
     queues = queue_samples_from_source(source, start, end, max(step_s, 60.0), labels)
     atomic_parquet(pods, root / "pods.parquet")
     atomic_parquet(queues, root / "queues.parquet")
+    extra = nodes_and_gangs(source, root, end, start)
     man["complete"] = True
     (root / MANIFEST).write_text(json.dumps(man, indent=1))
     return {"samples": rows, "pods": len(pods), "queues": len(queues), "partitions": len(parts),
             "read": read, "skipped": skipped, "missing": missing, "resumed": resumed,
-            "start": start, "end": end}
+            "start": start, "end": end, **extra}
+
+
+def nodes_and_gangs(source, root: Path, end: datetime, start: datetime) -> dict:
+    """nodes.parquet and the pods' gang column (`features.history_ingest`), which the what-if
+    replay reads; a source that cannot answer those queries leaves them out (the replay then
+    counts GPUs from the samples and says so)."""
+    from features.history_ingest import write_nodes_and_gangs
+
+    try:
+        return write_nodes_and_gangs(source, root, end, max(int((end - start).total_seconds()),
+                                                                 1))
+    except (ForesightError, NotImplementedError, KeyError, ValueError):
+        return {"nodes": 0, "gang_pods": 0}
 
 
 def partition_files(root: str | Path) -> list[Path]:

@@ -225,11 +225,21 @@ def test_prometheus_url_ingest_then_replay_equals_its_csv_export(tmp_path, capsy
                                     metrics=("DCGM_FI_DEV_GPU_UTIL",), fractional_share=0.6))
     write_openmetrics(tmp_path / "h.om", samples=cl.samples, pods=cl.pods, queues=cl.queues,
                       pod_step_s=600)
+    # kube-state-metrics' allocatable GPUs per node, which the generator does not write
+    om = (tmp_path / "h.om").read_text()
+    assert om.endswith("# EOF\n")
+    rows = [f'kube_node_status_allocatable{{node="{n}",resource="nvidia_com_gpu"}} 4 '
+            f"{int(t.timestamp())}" for n in sorted(cl.samples["node"].unique())
+            for t in pd.date_range(end - pd.Timedelta(days=2), end, freq="6h")]
+    (tmp_path / "h.om").write_text(om[:-len("# EOF\n")] + "# TYPE kube_node_status_allocatable"
+                                   " gauge\n" + "\n".join(rows) + "\n# EOF\n")
     backfill(tmp_path / "h.om", tmp_path / "tsdb")
     with PrometheusServer(tmp_path / "tsdb", retention="15d") as prom:
         a, _ = _run(["--prometheus-url", prom.url, "--since", "3d", "--end", end.isoformat(),
                      "--right-size", "1", "--no-report"], tmp_path / "a", capsys)
     ing = tmp_path / "a" / "ingest"
+    nodes = pd.read_parquet(ing / "nodes.parquet")  # from kube_node_status_allocatable
+    assert len(nodes) == 3 and (nodes["gpus"] == 4).all()
     read_partitioned_samples(ing).to_parquet(ing / "samples.parquet")
     export_csv(ing, tmp_path / "jobs.csv", tmp_path / "nodes.csv")
     b, _ = _run(["--jobs", str(tmp_path / "jobs.csv"), "--nodes", str(tmp_path / "nodes.csv"),

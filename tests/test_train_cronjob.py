@@ -31,7 +31,9 @@ def test_cronjob_shape() -> None:
     mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
     assert mounts[reg] == "models"
     vol = {v["name"]: v for v in pod["volumes"]}["models"]
-    assert vol["persistentVolumeClaim"]["claimName"] == docs["PersistentVolumeClaim"]["metadata"]["name"]
+    claims = {d["metadata"]["name"] for d in yaml.safe_load_all(MANIFEST.read_text())
+              if d and d["kind"] == "PersistentVolumeClaim"}  # models, and the pull's scratch
+    assert vol["persistentVolumeClaim"]["claimName"] in claims
     assert pod["serviceAccountName"] == docs["ServiceAccount"]["metadata"]["name"]
 
 

@@ -78,6 +78,9 @@ def report() -> None:
                        + " | ".join(str(r[k]) for k in KEYS) + " |")
         out.append("")
         out += ratios(sel)
+    notes = Path(__file__).with_name("topology_notes.md")
+    if notes.exists():
+        out.append(notes.read_text())
     (RESULTS / "topology.md").write_text("\n".join(out) + "\n")
 
 def ratios(sel: list[dict]) -> list[str]:

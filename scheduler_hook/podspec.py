@@ -13,7 +13,7 @@ from typing import Any
 from kubernetes.utils import parse_quantity
 
 from scheduler_hook.mig_k8s import pod_request as mig_request, single_profile
-from scheduler_hook.topology import pod_topology
+from scheduler_hook.topology import gang_min, pod_topology
 from scheduler_hook.waiting import queue_and_gang, timestamp
 
 GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -65,6 +65,7 @@ class PodRequest:
     gang_size: int = 0
     topology_required: str = ""
     topology_preferred: str = ""
+    gang_min: int = 0        # elastic gang: fewest pods it may start with (foresight.io/gang-min)
     scheduler: str = ""      # spec.schedulerName ("" when unset)
 
     def allows_model(self, model: str) -> bool:
@@ -244,5 +245,5 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
         gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,
         gang_size=gang_size, topology_required=topo_req, topology_preferred=topo_pref,
-        scheduler=str(spec.get("schedulerName") or ""),
+        gang_min=gang_min(ann), scheduler=str(spec.get("schedulerName") or ""),
     )

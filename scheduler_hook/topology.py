@@ -41,6 +41,7 @@ KAI_REQUIRED = "kai.scheduler/topology-required-placement"
 KAI_PREFERRED = "kai.scheduler/topology-preferred-placement"
 KUEUE_GROUP_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
 GANG_SIZE_ANNOTATION = "foresight.io/gang-size"
+GANG_MIN_ANNOTATION = "foresight.io/gang-min"  # elastic gangs (PyTorch elastic min nodes)
 
 
 def _int(v: Any) -> int:
@@ -48,6 +49,11 @@ def _int(v: Any) -> int:
         return max(0, int(str(v).strip()))
     except (TypeError, ValueError):
         return 0  # unreadable: the size falls back to the PodGroup or the members seen
+
+
+def gang_min(ann: dict) -> int:
+    """An elastic gang's minimum size (`foresight.io/gang-min`), 0 when not elastic."""
+    return _int(ann.get(GANG_MIN_ANNOTATION))
 
 
 def pod_topology(labels: dict, ann: dict) -> tuple[int, str, str]:
@@ -188,15 +194,17 @@ def _mates_domain(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.nd
 
 
 def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarray,
-              remaining: int, member_rows: np.ndarray, sticky: tuple[str, int] | None = None
-              ) -> GangPlan | None:
+              remaining: int, member_rows: np.ndarray, sticky: tuple[str, int] | None = None,
+              min_remaining: int | None = None) -> GangPlan | None:
     """The domain for the next pod of a gang at `level` (None: no node carries `level`).
 
     Gang-mates placed: their (majority) `level` domain, nothing else, and in it first the
     smallest nested domain that holds all of them and has room for the rest. None placed: the smallest
     domain (by GPUs; `level` or a level nested in it) that can take the `remaining` pods now
     scores 1 (best fit: whole big domains stay free for the gangs to come); other `level`
-    domains that can hold them score by how tightly (0.3-0.8); those that cannot, 0."""
+    domains that can hold them score by how tightly (0.3-0.8); those that cannot, 0. An elastic
+    gang (``min_remaining``) that no domain holds whole is planned at the largest size one
+    domain holds now, if that is at least its minimum (`GangPlan.remaining` says which)."""
     codes = dom.codes.get(level)
     if codes is None:
         return None
@@ -216,6 +224,9 @@ def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarra
             value = np.where((dom.codes[inner[0]] == inner[1]) & (slots > 0), 1.0, value)
         return GangPlan(level, remaining, value, allowed, row_cap, anchor, int(counts[anchor]),
                         target=inner, best_cap=int(cap.max()))
+    most = int(cap.max()) if len(cap) else 0
+    if min_remaining is not None and min_remaining <= most < remaining:
+        remaining = most  # elastic gang: the largest size one domain holds now, >= its minimum
     fits = cap >= remaining
     allowed = m & fits[np.maximum(codes, 0)]
     with np.errstate(divide="ignore", invalid="ignore"):

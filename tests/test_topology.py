@@ -210,3 +210,22 @@ def test_domains_free_and_fragmentation_per_level(tmp_path):
     assert get("foresight_cluster_domain_fragmentation_ratio", {"level": RACK}) == \
         pytest.approx(1 / 3)
     assert get("foresight_cluster_domains", {"level": CLIQUE}) == 2
+
+
+def test_elastic_gang_starts_at_the_largest_size_one_rack_holds(tmp_path):
+    st = _snapshot(tmp_path, [])
+    hook = ExtenderHook(st, ProviderSet(), load_config())
+    names = ["a0", "a1", "b0", "b1"]
+    six = {"kueue.x-k8s.io/podset-required-topology": RACK, "foresight.io/gang-size": "6"}
+    rigid = hook.scorer.decide(hook.pod(_gang_pod(0, group="el", ann=six, labels={
+        "kueue.x-k8s.io/pod-group-name": "el"})), names)
+    assert set(rigid.failed) == set(names)  # no rack holds six 4-GPU pods: it waits
+    pod = _gang_pod(0, group="el2", ann={**six, "foresight.io/gang-min": "2"},
+                    labels={"kueue.x-k8s.io/pod-group-name": "el2"})
+    assert parse_pod(pod).gang_min == 2
+    d = hook.scorer.decide(hook.pod(pod), names)
+    assert set(d.failed) == {"a0", "a1"}  # rack b holds 4 of the 6 now, rack a only 2
+    comp = next(c for c in hook.scorer.components if c.name == "topology")
+    from scheduler_hook.scores.base import Context
+    ctx = Context(st, st.rows(["b0"])[0], hook.pod(pod), hook.providers, hook.cfg)
+    assert "elastic: starts at 4 of 6" in comp.score(ctx).reason(0)

@@ -78,6 +78,7 @@ class TopologyGang:
         mates = [(k, n) for k, n in gang_members(st).get(pod.gang, []) if k != pod.key]
         member_rows = np.array([st.index[n] for _, n in mates if n in st.index], np.int64)
         remaining = max(1, gang_size(st, pod, len(mates)) - len(mates))
+        least = max(1, pod.gang_min - len(mates)) if pod.gang_min else None
         ok_rows = st.live & st.schedulable
         if pod.gpu_models:
             ok_rows = ok_rows & np.array([pod.allows_model(m) for m in st.gpu_model])
@@ -85,9 +86,12 @@ class TopologyGang:
                                    _need_all(st, pod))
         sticky = self._steered.get(pod.gang) if not len(member_rows) else None
         plan = topo.plan_gang(dom, level, slots, np.where(ok_rows, st.gpu_count, 0),
-                              remaining, member_rows, sticky)
+                              remaining, member_rows, sticky, least)
         if plan is None:
             return constant(ctx, 1.0, f"no node carries the label {level}")
+        elastic = f" (elastic: starts at {plan.remaining} of {remaining})" \
+            if plan.remaining < remaining else ""
+        remaining = plan.remaining
         if plan.target is not None and plan.anchor < 0:
             self._steered[pod.gang] = plan.target
             self._steered.move_to_end(pod.gang)
@@ -139,7 +143,7 @@ class TopologyGang:
                 lv, code = plan.target
                 return (f"in {lv.rsplit('/', 1)[-1]} {dom.name(lv, code)}: smallest domain "
                         f"that takes the {remaining} pod(s) of gang {pod.gang} now "
-                        f"({plan.target_cap} fit)")
+                        f"({plan.target_cap} fit){elastic}")
             if row_slots[j] <= 0:
                 return f"{where(j)} holds the gang, but this node has no room for a pod of it"
             return f"{where(j)} can take {row_cap[j]} of the gang's {remaining} pod(s)"

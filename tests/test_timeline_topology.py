@@ -67,3 +67,15 @@ def test_topology_waits_when_departures_come_soon_and_spreads_when_they_do_not()
     assert late["start"][2] == 1.0 and late["spread"][2] == 2
     with pytest.raises(ValueError, match="predicted run times"):
         run_topology(_nodes(), jobs, "topology", 0.0, 10.0)
+
+
+def test_elastic_gang_starts_smaller_in_one_rack_and_runs_longer():
+    seed = _split_seed()
+    jobs = _jobs()
+    res = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
+                       runtime_p50=np.array([1e6, 1e6, 10000.0]), **KW)
+    assert res["start"][2] == 1.0 and res["size"][2] == 1 and res["spread"][2] == 0
+    assert res["run"][2] == pytest.approx(20000.0)  # the same work on half the pods
+    s = summarize(jobs, res, 0.0, 1e6)
+    assert s["gangs_started_smaller"] == 1 and s["policy"] == "topology-elastic"
+    assert s["gang_gpu_h_done_per_day"] == pytest.approx(2 * 8 * 10000 / 3600 / (1e6 / 86400), abs=0.05)

@@ -17,6 +17,9 @@ Policies, all with FGD choosing the node inside whatever set of nodes they allow
   (predicted run time x (slowdown - 1)); else it spreads (a wait is never longer than the cost
   it avoids, however wrong the prediction: the ski-rental bound). Single pods go first to racks that cannot hold a gang anyway (whole racks stay free
   for gangs: fragmentation per domain).
+- ``topology-elastic``: ``topology``, and a gang that no rack holds whole starts in the rack that
+  holds most of it if that is at least half its pods (`foresight.io/gang-min` = half, assumed);
+  the same work then runs on fewer pods, longer (linear scaling, an assumption).
 
 The queue is priority then arrival order with backfill, like simulator.timeline.engine (which
 this does not change): a pass places the first pending job of each shape that can start, until
@@ -38,6 +41,7 @@ from simulator.timeline.workload import Jobs
 
 RACK, BLOCK = "foresight.io/replay-rack", "foresight.io/replay-block"
 POLICIES = ("fgd", "required", "topology")
+ELASTIC = "topology-elastic"  # topology, and gangs may start at half their size or more
 
 
 def openb_levels(nodes: Nodes, rack_nodes: int = 16, block_racks: int = 8):
@@ -54,8 +58,11 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+    if policy not in (*POLICIES, ELASTIC):
+        raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
+                         f"{ELASTIC}")
+    elastic = policy == ELASTIC
+    policy = "topology" if elastic else policy
     if policy == "topology" and runtime_p50 is None:
         raise ValueError("the topology policy needs predicted run times")
     wall = time.perf_counter()
@@ -70,6 +77,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     n = len(jobs)
     start, run = np.full(n, np.nan), jobs.duration.astype(float).copy()
     spread = np.zeros(n, np.int8)  # 0 one rack, 1 racks of one block, 2 blocks
+    size = jobs.pods.astype(np.int64).copy()  # pods a job started with (elastic: fewer)
     where: dict[int, list[tuple[int, list[int]]]] = {}
     nodes_of: dict[int, list[int]] = {}  # the nodes each started job ran on
     node_end = np.zeros(len(nodes))  # predicted time the node's last pod ends
@@ -126,6 +134,10 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             return place(j, p, rack == r)
         if policy == "required":
             return None
+        if elastic and rcap.max() >= max(1, p // 2):  # the largest size one rack holds now
+            r = int(np.argmax(rcap))
+            size[j] = int(min(p, rcap[r]))
+            return place(j, size[j], rack == r)
         bcap = np.bincount(block, weights=s, minlength=nb)
         bfit = np.flatnonzero(bcap >= p)
         cost = pred[j] * ((spread_rack if len(bfit) else spread_block) - 1.0)
@@ -155,7 +167,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         blocks = {int(block[nd]) for nd, _ in pl}
         spread[j] = 2 if len(blocks) > 1 else 1 if len(racks) > 1 else 0
         run[j] = jobs.duration[j] * (spread_block if spread[j] == 2 else
-                                     spread_rack if spread[j] == 1 else 1.0)
+                                     spread_rack if spread[j] == 1 else 1.0) \
+            * jobs.pods[j] / size[j]  # elastic: the same work on fewer pods (linear scaling)
         end_pred = now + pred[j] * (run[j] / jobs.duration[j])
         for nd, _ in pl:
             node_end[nd] = max(node_end[nd], end_pred)
@@ -201,7 +214,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             heapq.heappush(pending.setdefault(k, []), (-int(jobs.priority[j]),
                                                        float(jobs.arrival[j]), j))
         schedule(now)
-    return {"policy": policy, "start": start, "run": run, "spread": spread, "nodes": nodes_of,
+    return {"policy": ELASTIC if elastic else policy, "start": start, "run": run,
+            "spread": spread, "size": size, "nodes": nodes_of,
             "seconds": time.perf_counter() - wall}
 
 
@@ -223,4 +237,9 @@ def summarize(jobs: Jobs, res: dict, t0: float, t1: float) -> dict:
             "gangs_unstarted": int((gang & ~started).sum()),
             "one_gpu": int(one.sum()), "one_gpu_wait_p95_min": q(wait[one], 95),
             "one_gpu_jct_p95_min": q(jct[one], 95),
-            "unstarted": int((m & ~started).sum()), "seconds": round(res["seconds"], 1)}
+            "unstarted": int((m & ~started).sum()), "seconds": round(res["seconds"], 1),
+            # work (GPU-hours at full size) of the gangs that finished in the window, per day
+            "gang_gpu_h_done_per_day": round(float((jobs.pods * jobs.gpus * jobs.duration)[
+                gang & started & (res["start"] + res["run"] <= t1)].sum()) / 3600 /
+                max((t1 - t0) / 86400, 1e-9), 1),
+            "gangs_started_smaller": int((gang & started & (res["size"] < jobs.pods)).sum())}

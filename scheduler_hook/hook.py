@@ -40,7 +40,10 @@ class ExtenderHook:
         self._pieces_version = -1
         self._last_pod: tuple[dict, PodRequest] | None = None
         self._answered: deque[str] = deque(maxlen=8)  # pods whose binding may not be seen yet
-        self.warm_ahead = bool(cfg.get("warm_ahead", True))
+        # off by default: under a real kube-scheduler the binding lands after the next pod's
+        # filter, so the warm came late and cost ~1 ms CPU per pod for no shorter answer
+        # (bench/results/scheduler_overhead.md)
+        self.warm_ahead = bool(cfg.get("warm_ahead", False))
         self._warm_due: PodRequest | None = None  # answered, its binding not applied yet
 
     def pod(self, obj: dict) -> PodRequest:

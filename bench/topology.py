@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from simulator.replay.compare import parse_seeds, shared_traces_dir  # noqa: E402
-from simulator.timeline.topology import POLICIES, run_topology, summarize  # noqa: E402
+from simulator.timeline.topology import ELASTIC, POLICIES, run_topology, summarize  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 RUNS = RESULTS / "topology_runs.jsonl"
@@ -39,7 +39,7 @@ def run(a: argparse.Namespace) -> None:
             jobs = case_jobs(nodes, cfg)
             t0, t1 = -86400.0, a.days * 86400.0
             pred = predicted_runtimes(jobs, t0, t1)["p50"].to_numpy()
-            for pol in POLICIES:
+            for pol in a.policies.split(","):
                 res = run_topology(nodes, jobs, pol, t0, t1, runtime_p50=pred,
                                    spread_rack=a.spread_rack, spread_block=a.spread_block,
                                    seed=seed)
@@ -55,7 +55,7 @@ def report() -> None:
     rows = [json.loads(x) for x in RUNS.read_text().splitlines()] if RUNS.exists() else []
     out = ["# Topology-aware gangs: replay over time (issue 31)", "",
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
-           "--seeds S --days 2 --load L --phase dev|final`",
+           "--seeds S --days 2 --load L --phase dev|final|elastic [--policies P]`",
            f"- machine: 2 shared cores, Python {platform.python_version()}; "
            f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
            "- cluster: the 1,213 openb GPU nodes in file order, racks of 16 nodes, blocks of 8 "
@@ -78,6 +78,20 @@ def report() -> None:
                        + " | ".join(str(r[k]) for k in KEYS) + " |")
         out.append("")
         out += ratios(sel)
+    sel = [r for r in rows if r["phase"] == "elastic"]
+    if sel:
+        out += ["## Elastic gangs vs static size (same seeds, run once)", "",
+                "Gangs may start at half their pods or more (`topology-elastic`) or only whole "
+                "(`topology`); GPU-hours are the finished gangs' work at full size, per day.", "",
+                "| profile | seed | policy | gang wait p95 | gang JCT p95 | gang GPU-h done / day "
+                "| gangs started smaller | gangs unstarted | 1-GPU JCT p95 |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in sel:
+            out.append(f"| {r['profile']} | {r['seed']} | {r['policy']} | "
+                       f"{r['gang_wait_p95_min']} | {r['gang_jct_p95_min']} | "
+                       f"{r.get('gang_gpu_h_done_per_day')} | {r.get('gangs_started_smaller')} | "
+                       f"{r['gangs_unstarted']} | {r['one_gpu_jct_p95_min']} |")
+        out.append("")
     notes = Path(__file__).with_name("topology_notes.md")
     if notes.exists():
         out.append(notes.read_text())
@@ -106,7 +120,9 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--spread-rack", type=float, default=1.3)
     ap.add_argument("--spread-block", type=float, default=1.6)
-    ap.add_argument("--phase", choices=("dev", "final"), default="dev")
+    ap.add_argument("--phase", choices=("dev", "final", "elastic"), default="dev")
+    ap.add_argument("--policies", default=",".join(POLICIES),
+                    help=f"among {', '.join(POLICIES)}, {ELASTIC}")
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args()
     t = time.time()

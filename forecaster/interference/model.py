@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-import math
 from pathlib import Path
 
 import lightgbm as lgb
@@ -26,6 +25,8 @@ import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
 from ground.errors import ForesightError
+from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal,
+                                                margin_scale)
 from forecaster.interference.features import (directed, numeric_features, pair_columns,
                                                side_features)
 from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,
@@ -38,20 +39,8 @@ SCHEMA_VERSION = 3
 _SCHEMAS = (1, 2, 3)
 _CATEGORICAL = ["gpu_model", "sharing"]
 _ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1, "mech_speed": 1}
-#: Bands of predicted speed with a margin of their own (Mondrian conformal), once a band has
-#: _MIN_BAND_SCORES calibration scores; the pooled margin otherwise.
-_BANDS = np.array([0.5, 0.85])
-_MIN_BAND_SCORES = 20
 #: Single-workload calibration groups up to this many workloads, three groups beyond.
 _MAX_SINGLE_GROUPS = 8
-
-
-def margin_scale(point: np.ndarray) -> np.ndarray:
-    """Width unit of the p10 margin. Constant: on unseen workloads the error is mostly a
-    per-workload bias that does not shrink as the predicted speed nears 1 (tried on the
-    synthetic solo table before the speed cap: a score in units of 0.02 + predicted slowdown
-    left 41% of held-out true speeds under the bound, the constant one 31%)."""
-    return np.ones_like(point)
 
 
 class InterferenceModel:
@@ -218,13 +207,13 @@ class InterferenceModel:
         chosen = np.concatenate(cands[self.blend_])
         if self.blend_ == "plain":  # no structure served: one margin, as without it
             on = np.zeros(len(yb), bool)
-        self.offset_ = _conformal((chosen - yb)[~on] / margin_scale(chosen[~on]), self.alpha)
-        sc, bands = (chosen - yb)[on], _band(chosen[on])
+        self.offset_ = conformal((chosen - yb)[~on] / margin_scale(chosen[~on]), self.alpha)
+        sc, bands = (chosen - yb)[on], band(chosen[on])
         # pooled over modes: per mode and band the dev folds had too few scores to be stable
-        self.band_offsets_ = {"": _conformal(sc, self.alpha)} if len(sc) else {}
+        self.band_offsets_ = {"": conformal(sc, self.alpha)} if len(sc) else {}
         for b in np.unique(bands):
-            if (bands == b).sum() >= _MIN_BAND_SCORES:
-                self.band_offsets_[str(b)] = _conformal(sc[bands == b], self.alpha)
+            if (bands == b).sum() >= MIN_BAND_SCORES:
+                self.band_offsets_[str(b)] = conformal(sc[bands == b], self.alpha)
         self.calibration_rows_ = int(n)
 
     def _train_matrix(self, d: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
@@ -296,7 +285,7 @@ class InterferenceModel:
             low = point - self.offset_ * margin_scale(point)
             if prior is not None and self.band_offsets_:
                 off = self.band_offsets_
-                q = np.array([off.get(str(b), off.get("", 0.0)) for b in _band(point)])
+                q = np.array([off.get(str(b), off.get("", 0.0)) for b in band(point)])
                 low = np.where(np.isnan(prior), low, point - q)
         else:  # a schema 1 artifact
             low = self.p10_.predict(X, num_threads=self.n_threads) - self.offset_
@@ -419,20 +408,6 @@ class InterferenceModel:
         m.cap_ = float(body.get("speed_cap", 2.0))  # schema 1 clipped at the contract's 2
         m.metrics_ = body["metrics"]
         return m
-
-
-def _conformal(scores: np.ndarray, alpha: float) -> float:
-    """The (1 - alpha) split-conformal quantile of `scores` (0 when there are none)."""
-    n = len(scores)
-    if n == 0:
-        return 0.0
-    level = min(1.0, math.ceil((n + 1) * (1 - alpha)) / n)
-    return float(np.quantile(scores, level, method="higher"))
-
-
-def _band(pred: np.ndarray) -> np.ndarray:
-    """Band of each predicted speed: 0 below 0.5, 1 below 0.85, 2 above."""
-    return np.searchsorted(_BANDS, np.asarray(pred, float), side="right")
 
 
 def _digest(body: dict) -> str:

@@ -78,7 +78,7 @@ def as_baseline(model, name: str):
     `median` baseline; LightGBM stores it as float32) and its p10 margin set so that 10 % of
     the training speeds fall below it."""
     import lightgbm as lgb
-    from forecaster.interference.model import margin_scale
+    from forecaster.interference.conformal import margin_scale
 
     if name != "median":
         raise ValueError(f"interference has no baseline {name!r}")

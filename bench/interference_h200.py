@@ -153,7 +153,8 @@ NOTES = [
     "shared 8-workload table. The MPS priority form was chosen after the two later "
     "measurements (data/h200b: eight other workloads; data/h200m: four of each) were taken "
     "on 2026-11-26 and the earlier form was seen to carry to them no better than the rule "
-    "(fit on the shared set, MPS MAE 0.175 vs the rule's 0.178 on h200b); its features were "
+    "(leave one out on h200b with the other measurements in training: MPS 0.96x the rule, "
+    "interference_h200_other_hogging.md); its features were "
     "picked on leave-one-workload-out over all three sets. No part is untouched by that "
     "choice; the dev/final split of the shared set (final: decode_gemv, resnet50_train) "
     "governs the blend and margin choices as before.",
@@ -170,6 +171,8 @@ def main() -> None:
     ap.add_argument("--data", default=str(default if default.is_dir() else ROOT / "data" / "h200"))
     ap.add_argument("--part", choices=["dev", "final", "all"], default="dev")
     ap.add_argument("--mechanism", choices=["on", "off"], default="on")
+    ap.add_argument("--mps-form", choices=["priority", "hogging"], default="priority",
+                    help="the MPS form of the structured part (hogging: the earlier one)")
     ap.add_argument("--trees", type=int, default=None, help="n_estimators of the learned part")
     ap.add_argument("--no-step", action="store_true", help="drop step_s (DCGM fields only)")
     ap.add_argument("--extra", action="append", default=None,
@@ -183,7 +186,7 @@ def main() -> None:
     extra = pd.concat([load_h200_pairs(x) for x in extras], ignore_index=True) if extras else None
     if a.no_step:
         pairs = pairs.drop(columns=["a_step_s", "b_step_s"])
-    params = {"mechanism": a.mechanism == "on"}
+    params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form}
     if a.trees is not None:
         params["n_estimators"] = a.trees
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
@@ -202,7 +205,7 @@ def main() -> None:
              f"Data: `{a.data}` ({len(pairs)} pairs, workloads {', '.join(names)}); other "
              f"measurements in every fold's training (less the held-out workload's pairs): "
              f"{', '.join(f'`{x}`' for x in extras) or 'none'}; folds: "
-             f"{', '.join(folds)}; mechanism {a.mechanism}, step time "
+             f"{', '.join(folds)}; mechanism {a.mechanism} (MPS form {a.mps_form}), step time "
              f"{'dropped' if a.no_step else 'from the solo step'}; {took:.0f} s.", "",
              *report(r, "Held-out rows"), *NOTES]
     text = "\n".join(lines)

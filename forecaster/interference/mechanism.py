@@ -15,10 +15,11 @@ model, one small physical form per `sharing` value, its few parameters fit to th
   uninterrupted steps rarely yields its SMs; tensor activity; DRAM activity; SM occupancy;
   log util). The throughput job keeps ~1.0, a latency-bound partner collapses, two hogs
   split, an idle partner costs nothing. The weights are a contention priority learned from
-  differences of solo fingerprints, so they carry to workloads never measured in a pair: fit
-  on the shared H200 set, this form predicted eight other workloads' MPS pairs at MAE 0.125
-  vs 0.175 for the earlier hogging-only logistic (data/h200b, bench/interference_h200.py).
-  Params of that earlier form (5 numbers) still load and predict as before.
+  differences of solo fingerprints, so they carry to workloads never measured in a pair
+  (bench/results/interference_h200_other.md vs _other_hogging.md: the eight workloads of
+  data/h200b, leave one out). The earlier hogging-only logistic stays as `mps_form="hogging"`
+  (the simulator's seed: it needs util, SM and DRAM only); artifacts saved before
+  `mps_form` existed (5 MPS numbers) load as that form.
 
 Step time is the one signal DCGM does not carry. A cluster has it where it measures speed at
 all: the application's progress counter (`foresight_app_iterations_total`) that the pair
@@ -35,7 +36,7 @@ from scipy.optimize import least_squares, minimize
 MODES = ("timeslice", "mps")
 _EPS = 0.02  # keeps the MPS hogging finite for a job that is never idle
 _MAX_WEIGHT = 4.0  # |weight| of the busy-share and DRAM terms (the 5-number hogging form)
-#: Ridge on the MPS priority weights: a few dozen pairs per fit, six weights.
+#: Ridge on the MPS priority weights: a few dozen pairs per fit, seven weights.
 _MPS_RIDGE = 0.03
 _MPS_FEATURES = ("hogging", "log10 step ms", "tensor", "dram", "occupancy", "log util",
                  "sm per busy")
@@ -143,7 +144,7 @@ class SharingMechanism:
         if mode == "timeslice":
             return timeslice_speed(x["self_u"], s, x["partner_u"], sp,
                                    abs(params[0]) + 1e-3, abs(params[1]))
-        if len(params) == 5:
+        if self.mps_form == "hogging":
             return mps_speed(x["self_u"], x["self_sm"], x["self_dram"], x["partner_u"],
                              x["partner_sm"], x["partner_dram"], params)
         return mps_priority_speed(self._priority_x(x, "self", s),
@@ -161,7 +162,8 @@ class SharingMechanism:
         return [float(v) for v in r.x]
 
     def fit(self, d: Mapping[str, Any], y: np.ndarray) -> "SharingMechanism":
-        """Per mode, the parameters of lowest mean absolute error (Nelder-Mead, a few starts)."""
+        """Per mode, the parameters of lowest error: time-slicing and the hogging MPS form by
+        mean absolute error (Nelder-Mead, a few starts), the priority MPS form by _fit_mps."""
         x = self._inputs(d)
         y = np.asarray(y, float)
         self.params_: dict[str, Any] = {}
@@ -213,7 +215,9 @@ class SharingMechanism:
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> "SharingMechanism":
+        params = dict(body["params"])
+        old = len(params.get("mps", ())) == 5  # saved before mps_form existed
         m = cls(min_rows=int(body.get("min_rows", 6)),
-                mps_form=str(body.get("mps_form", "priority")))
-        m.params_ = dict(body["params"])
+                mps_form=str(body.get("mps_form", "hogging" if old else "priority")))
+        m.params_ = params
         return m

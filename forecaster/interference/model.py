@@ -49,6 +49,7 @@ class InterferenceModel:
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05,
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
+                 mps_form: str = "priority",
                  n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -58,6 +59,7 @@ class InterferenceModel:
         self.n_folds = n_folds
         self.use_identity = use_identity
         self.mechanism = mechanism
+        self.mps_form = mps_form
         self.n_threads = n_threads
         self.seed = seed
 
@@ -103,7 +105,7 @@ class InterferenceModel:
         """The structured part, or None (switched off, or no mode with busy shares to fit)."""
         if not self.mechanism:
             return None
-        m = SharingMechanism().fit(d, d["y"].to_numpy())
+        m = SharingMechanism(mps_form=self.mps_form).fit(d, d["y"].to_numpy())
         return m if m.modes_ else None
 
     def _init(self, X: pd.DataFrame) -> np.ndarray | None:

@@ -7,6 +7,7 @@ from typing import Any
 import yaml
 
 from ground.errors import ForesightError
+from scheduler_hook.topology import check_config as check_topology
 
 DEFAULT_PATH = Path(__file__).with_name("default_config.yaml")
 
@@ -45,4 +46,5 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
         if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
             raise ForesightError(f"config {path}: fragmentation.{name} must be a number in "
                                  f"[{lo:g}, {hi:g}]")
+    check_topology(merged, f"config {path}")
     return merged

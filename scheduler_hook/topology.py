@@ -20,6 +20,7 @@ Everything here is plain arrays over rows, so the extender's state and the repla
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -260,3 +261,60 @@ def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarra
     return GangPlan(level, remaining, value, allowed, row_cap,
                     target=best[1] if best else None, target_cap=best[2] if best else 0,
                     best_cap=int(cap.max()) if len(cap) else 0)
+
+
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
+CONFIG_KEYS = {"levels", "default_level", "remember", "keep_level", "soon_s", "spread_slowdown"}
+
+
+def label_key_error(key: Any) -> str:
+    """Why ``key`` is not a Kubernetes label key ("" when it is one): [prefix/]name, the
+    prefix a DNS subdomain of at most 253 characters, the name at most 63."""
+    if not isinstance(key, str) or not key:
+        return f"{key!r} is not a label key (a non-empty string)"
+    prefix, _, name = key.rpartition("/")
+    if "/" in prefix or (key.count("/") and not prefix):
+        return f"{key!r} is not a label key ([prefix/]name)"
+    if prefix and (len(prefix) > 253 or not _LABEL_PREFIX.match(prefix)):
+        return f"{key!r}: prefix {prefix!r} is not a DNS subdomain"
+    if not _LABEL_NAME.match(name):
+        return f"{key!r}: name {name!r} is not a label name (63 characters at most, " \
+               "alphanumerics, '-', '_', '.')"
+    return ""
+
+
+def check_config(cfg: dict, where: str = "config") -> None:
+    """Raise ForesightError (one line) when the `topology` section is unusable: levels not a
+    non-empty list of distinct label keys, a level key malformed, an unknown key, or numbers
+    out of range."""
+    from ground.errors import ForesightError
+
+    sec = cfg.get("topology")
+    if sec is None:
+        return
+    if not isinstance(sec, dict):
+        raise ForesightError(f"{where}: topology must be a mapping")
+    unknown = sorted(set(sec) - CONFIG_KEYS)
+    if unknown:
+        raise ForesightError(f"{where}: unknown key topology.{unknown[0]} (known: "
+                             f"{', '.join(sorted(CONFIG_KEYS))})")
+    levels = sec.get("levels")
+    if not isinstance(levels, list) or not levels:
+        raise ForesightError(f"{where}: topology.levels must be a non-empty list of node-label "
+                             f"keys, got {levels!r}")
+    for i, lv in enumerate(levels):
+        err = label_key_error(lv)
+        if err:
+            raise ForesightError(f"{where}: topology.levels[{i}]: {err}")
+    dup = sorted({lv for lv in levels if levels.count(lv) > 1})
+    if dup:
+        raise ForesightError(f"{where}: topology.levels lists {dup[0]!r} twice")
+    for k in ("default_level", "keep_level"):
+        if sec.get(k) is not None and label_key_error(sec[k]):
+            raise ForesightError(f"{where}: topology.{k}: {label_key_error(sec[k])}")
+    for k, lo in (("remember", 1.0), ("soon_s", 0.0), ("spread_slowdown", 1.0)):
+        v = sec.get(k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
+                              or not v >= lo):
+            raise ForesightError(f"{where}: topology.{k} must be a number >= {lo:g}, got {v!r}")

@@ -3,23 +3,31 @@
 Args (config `topology`): `levels` (the ordered node-label levels, scheduler_hook.topology),
 `default_level` (a level preferred for gangs that name none; null: only gangs that ask),
 `remember` (gangs whose last steering is kept, so a gang-mate scored before the first one's
-binding is seen goes to the same domain).
+binding is seen goes to the same domain), `spread_slowdown` / `soon_s` (how long a preferred
+gang may wait for a domain), `keep_level` (the level whose domains are kept whole-free for
+forecast gang demand; null: none kept).
 
 The first pod of a gang goes to the smallest domain (the asked level, or a level nested in it)
-that can take the whole gang now; later pods go where their gang-mates run or are bound. With a
-required level (Kueue `podset-required-topology`, KAI `topology-required-placement`) the other
+that can take the whole gang now; with a preferred level and no such domain, to the smallest
+domain the predicted departures free for it soon (scores.topology_prospect); later pods go where
+their gang-mates run or are bound. With a required level (Kueue `podset-required-topology`, KAI `topology-required-placement`) the other
 domains are filtered out, each with its reason; with a preferred one they only score lower.
-Pods that are in no gang, or whose level no node carries, score a constant (left out of the mean).
+Pods in no gang score by `keep_level` when it is set and a demand forecast is fresh (the
+domains kept free for gangs score 0); otherwise they, and gangs whose level no node carries,
+score a constant (left out of the mean).
 """
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from scheduler_hook import topology as topo
+from scheduler_hook.scores import topology_prospect as prospect
 from scheduler_hook.scores.base import ComponentResult, Context, constant
+from scheduler_hook.scores.reservation import _waited_s, held_too_long
 
 
 def gang_members(state: Any) -> dict[str, list[tuple[str, str]]]:
@@ -60,12 +68,15 @@ class TopologyGang:
 
     def __init__(self) -> None:
         self._steered: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        self._kept: tuple | None = None  # per (state, providers, level): the kept domains
 
     def score(self, ctx: Context) -> ComponentResult:
         pod, st = ctx.pod, ctx.state
-        if not pod.gang or pod.gpus == 0:
-            return constant(ctx, 1.0, "not a GPU gang: no topology asked")
         args = ctx.cfg.get("topology") or {}
+        if not pod.gang or pod.gpus == 0:
+            if pod.gpus and args.get("keep_level"):
+                return self._keep(ctx, str(args["keep_level"]))
+            return constant(ctx, 1.0, "not a GPU gang: no topology asked")
         level = pod.topology_required or pod.topology_preferred or args.get("default_level") or ""
         if not level:
             return constant(ctx, 1.0, f"gang {pod.gang} asks no topology level")
@@ -85,10 +96,19 @@ class TopologyGang:
         slots = topo.slots_per_row(st.free_milli, st.usable, ok_rows, pod.gpus,
                                    _need_all(st, pod))
         sticky = self._steered.get(pod.gang) if not len(member_rows) else None
-        plan = topo.plan_gang(dom, level, slots, np.where(ok_rows, st.gpu_count, 0),
-                              remaining, member_rows, sticky, least)
+        total = np.where(ok_rows, st.gpu_count, 0)
+        plan = topo.plan_gang(dom, level, slots, total, remaining, member_rows, sticky, least)
         if plan is None:
             return constant(ctx, 1.0, f"no node carries the label {level}")
+        soon = None  # preferred, and no domain holds the gang now: the one departures free soon
+        if not required and plan.anchor < 0 and plan.target is None:
+            soon = self._soon(ctx, args, dom, level, ok_rows, total, remaining)
+            if soon is not None:
+                lv, code = soon[0]
+                inside = dom.codes[lv] == code
+                plan.value = np.where(inside & (slots > 0), 1.0, plan.value)
+                plan.allowed = plan.allowed | inside  # preferred: never a filter, only the reason
+                plan.target, plan.target_cap = soon[0], int(slots[inside].sum())
         elastic = f" (elastic: starts at {plan.remaining} of {remaining})" \
             if plan.remaining < remaining else ""
         remaining = plan.remaining
@@ -139,6 +159,12 @@ class TopologyGang:
                     inner = f" (in {lv.rsplit('/', 1)[-1]} {dom.name(lv, code)} with them)"
                 return f"{where(j)}, where {plan.anchor_pods} pod(s) of gang {pod.gang} are" \
                     + inner
+            if value[j] >= 1.0 and soon is not None:
+                lv, code = plan.target
+                return (f"in {lv.rsplit('/', 1)[-1]} {dom.name(lv, code)}: smallest domain "
+                        f"that holds the {remaining} pod(s) of gang {pod.gang} within "
+                        f"{soon[1] / 60:.0f} min by predicted departures ({plan.target_cap} "
+                        f"fit now; none holds them now)")
             if value[j] >= 1.0 and plan.target is not None:
                 lv, code = plan.target
                 return (f"in {lv.rsplit('/', 1)[-1]} {dom.name(lv, code)}: smallest domain "
@@ -155,3 +181,55 @@ class TopologyGang:
                                violation_reason=why_not if viol is not None else None,
                                violation_messages=messages if viol is not None else None,
                                unresolvable=plan.anchor >= 0)
+
+    def _soon(self, ctx: Context, args: dict, dom: topo.Domains, level: str,
+              ok_rows: np.ndarray, total: np.ndarray, remaining: int
+              ) -> tuple[tuple[str, int], float] | None:
+        """(smallest domain that holds the gang within the horizon, horizon s), or None."""
+        st, rt = ctx.state, ctx.providers.fresh("runtime")
+        if rt is None:
+            return None  # no run-time predictions: nothing is known to free soon
+        now = time.time()
+        horizon = prospect.soon_horizon_s(rt.runtime_s(ctx.pod), args)
+        free = prospect.free_soon_milli(st, prospect.row_free_at(st, rt, now), now, horizon)
+        slots = topo.slots_per_row(free, st.usable, ok_rows, ctx.pod.gpus, _need_all(st, ctx.pod))
+        plan = topo.plan_gang(dom, level, slots, total, remaining, np.zeros(0, np.int64))
+        return None if plan is None or plan.target is None else (plan.target, horizon)
+
+    def _keep(self, ctx: Context, level: str) -> ComponentResult:
+        """A pod in no gang: away from the domains kept whole-free for forecast gang demand,
+        and into the fullest of the others."""
+        st, pod = ctx.state, ctx.pod
+        model = ctx.providers.fresh("demand")
+        if model is None:
+            return constant(ctx, 1.0, "no demand forecast: no domain kept for gangs")
+        if pod.priority >= int(ctx.cfg.get("high_priority", 1000)):
+            return constant(ctx, 1.0, "high-priority pod may use domains kept for gangs")
+        hold = float(ctx.cfg.get("reservation_max_hold_s", 300.0))
+        if held_too_long(_waited_s(ctx), hold):
+            return constant(ctx, 1.0, f"pending longer than {hold / 60:.0f} min: may use "
+                            "domains kept for gangs")
+        dom = topo.state_domains(st, (*topo.levels_of(ctx.cfg), level))
+        if level not in dom.codes:
+            return constant(ctx, 1.0, f"no node carries the label {level}")
+        key = (st.version, ctx.providers.version, level)
+        hit = self._kept
+        if hit is None or hit[0] != key:
+            ok = st.live & st.schedulable
+            whole = np.where(ok, (st.usable & (st.free_milli >= 1000)).sum(axis=1), 0)
+            reserved = float(model.reserved_whole_gpus())
+            kept, share, nk = prospect.keep_free(dom.codes[level], whole,
+                                                 np.where(ok, st.usable.sum(axis=1), 0), reserved)
+            hit = self._kept = (key, np.where(kept, 0.0, 1.0 - 0.5 * share), kept, nk, reserved)
+        _, value, kept, nk, reserved = hit
+        rows, codes = ctx.rows, dom.codes[level][ctx.rows]
+        short = level.rsplit("/", 1)[-1]
+
+        def reason(j: int) -> str:
+            name = dom.name(level, int(codes[j]))
+            if kept[rows[j]]:
+                return (f"{short} {name} is one of the {nk} kept whole-free for the "
+                        f"{reserved:.0f} GPUs of forecast gang demand")
+            return f"{short} {name}: not kept for gangs; fuller domains first"
+
+        return ComponentResult(value[rows], reason)

@@ -16,7 +16,7 @@ memory util, power, SM clock, FB used) and GPM metrics (SM activity, occupancy, 
 DRAM bandwidth: the DCGM profiling fields) are recorded per window. A phased training job
 (train / eval / checkpoint / input stall) is recorded at 10 Hz with its true phase labels.
 
-usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed]
+usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d]
 """
 from __future__ import annotations
 
@@ -29,6 +29,16 @@ WORKLOADS = ["attention_bf16", "gpt_train", "resnet18_infer", "softmax_bw", "sca
 if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "mixed":
     WORKLOADS = ["gemm_bf16", "hbm_copy", "small_kernels", "decode_gemv",
                  "gpt_train", "kv_decode", "loader_bound", "scatter_add"]
+# --set c: eight more workloads in neither set (a third draw of characters: int8 tensor cores,
+# cuDNN RNN and 3-D convolution, copy engines, sorting, sparse, batch-1 MLP, LayerNorm)
+if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "c":
+    WORKLOADS = ["gemm_int8", "layernorm_bw", "sort_keys", "lstm_infer", "conv3d_train",
+                 "h2d_copy", "spmm_csr", "mlp_b1"]
+# --set d: eight more again (FP64 and small fp16 tensor kernels, batch-1 CNN, BERT-like serving,
+# reductions, an elementwise stream, a scan, an MoE-like batched expert GEMM)
+if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "d":
+    WORKLOADS = ["gemm_fp64", "gemm_fp16_small", "resnet50_b1", "bert_infer", "reduce_sum",
+                 "elementwise_fp16", "cumsum_scan", "moe_bmm"]
 FAKE = "--fake" in sys.argv
 WARM = 0.7
 MEASURE = float(sys.argv[sys.argv.index("--measure") + 1]) if "--measure" in sys.argv else 3.0
@@ -94,6 +104,92 @@ def build(name: str):
         kf = torch.fft.rfft2(torch.randn(1024, 1024, device=dev))
         def step():
             torch.fft.irfft2(torch.fft.rfft2(x) * kf, s=x.shape[-2:])
+    elif name == "gemm_int8":
+        a = torch.randint(-64, 64, (8192, 8192), device=dev, dtype=torch.int8); b = a.t().contiguous()
+        def step():
+            for _ in range(4): torch._int_mm(a, b)
+    elif name == "layernorm_bw":
+        x = torch.randn(16384, 8192, device=dev, dtype=torch.bfloat16)
+        def step():
+            for _ in range(4): torch.nn.functional.layer_norm(x, (8192,))
+    elif name == "sort_keys":
+        x = torch.rand(32 * 1024 * 1024, device=dev)
+        def step():
+            torch.sort(x)
+    elif name == "lstm_infer":
+        m = torch.nn.LSTM(1024, 1024, num_layers=2, batch_first=True).to(dev).half().eval()
+        xb = torch.randn(64, 128, 1024, device=dev, dtype=torch.half)
+        def step():
+            with torch.inference_mode(): m(xb)
+    elif name == "conv3d_train":
+        m = torch.nn.Sequential(torch.nn.Conv3d(16, 64, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.Conv3d(64, 64, 3, padding=1)).to(dev)
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        xb = torch.randn(8, 16, 32, 64, 64, device=dev)
+        def step():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = m(xb).float().pow(2).mean()
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    elif name == "h2d_copy":
+        host = torch.empty(64 * 1024 * 1024, pin_memory=True)
+        buf = torch.empty(64 * 1024 * 1024, device=dev)
+        def step():
+            buf.copy_(host, non_blocking=True); host.copy_(buf, non_blocking=True)
+    elif name == "spmm_csr":
+        n = 16384
+        idx = torch.randint(0, n, (2, n * 160), device=dev)
+        sp = torch.sparse_coo_tensor(idx, torch.randn(n * 160, device=dev), (n, n)).coalesce().to_sparse_csr()
+        dense = torch.randn(n, 256, device=dev)
+        def step():
+            for _ in range(2): sp @ dense
+    elif name == "mlp_b1":
+        m = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(2048, 2048), torch.nn.GELU())
+                                  for _ in range(8)]).to(dev).half().eval()
+        xb = torch.randn(1, 2048, device=dev, dtype=torch.half)
+        def step():
+            with torch.inference_mode():
+                for _ in range(4): m(xb)
+    elif name == "gemm_fp64":
+        a = torch.randn(4096, 4096, device=dev, dtype=torch.float64); b = torch.randn_like(a)
+        def step():
+            a @ b
+    elif name == "gemm_fp16_small":
+        a = torch.randn(1024, 1024, device=dev, dtype=torch.half); b = torch.randn_like(a)
+        def step():
+            for _ in range(64): a @ b
+    elif name == "resnet50_b1":
+        import torchvision
+        m = torchvision.models.resnet50().to(dev).half().to(memory_format=torch.channels_last).eval()
+        xb = torch.randn(1, 3, 224, 224, device=dev, dtype=torch.half).to(memory_format=torch.channels_last)
+        def step():
+            with torch.inference_mode(): m(xb)
+    elif name == "bert_infer":
+        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True)
+        m = torch.nn.TransformerEncoder(layer, 12).to(dev).half().eval()
+        xb = torch.randn(32, 128, 768, device=dev, dtype=torch.half)
+        def step():
+            with torch.inference_mode(): m(xb)
+    elif name == "reduce_sum":
+        x = torch.randn(512 * 1024 * 1024, device=dev)
+        def step():
+            for _ in range(4): x.sum()
+    elif name == "elementwise_fp16":
+        a = torch.randn(256 * 1024 * 1024, device=dev, dtype=torch.half); b = torch.randn_like(a)
+        c = torch.empty_like(a)
+        def step():
+            for _ in range(4): torch.addcmul(a, a, b, out=c)
+    elif name == "cumsum_scan":
+        x = torch.randn(64 * 1024 * 1024, device=dev)
+        def step():
+            for _ in range(4): torch.cumsum(x, 0)
+    elif name == "moe_bmm":
+        w = torch.randn(16, 2048, 2048, device=dev, dtype=torch.bfloat16) / 45
+        tok = torch.randn(16384, 2048, device=dev, dtype=torch.bfloat16)
+        def step():
+            route = torch.randint(0, 16, (tok.shape[0],), device=dev)
+            order = torch.argsort(route)
+            xs = tok[order].view(16, -1, 2048)
+            torch.bmm(xs, w)
     elif name == "gemm_bf16":
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16); b = torch.randn_like(a)
         def step():

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.benchenv import machine  # noqa: E402
 from simulator.replay.compare import parse_seeds, shared_traces_dir  # noqa: E402
 from simulator.timeline.topology import ELASTIC, POLICIES, run_topology, summarize  # noqa: E402
 
@@ -25,6 +25,7 @@ RUNS = RESULTS / "topology_runs.jsonl"
 KEYS = ("gang_jct_p50_min", "gang_jct_p95_min", "gang_wait_p95_min", "gangs_spread_racks",
         "gangs_spread_blocks", "gangs_unstarted", "one_gpu_wait_p95_min", "one_gpu_jct_p95_min",
         "unstarted")
+
 
 def run(a: argparse.Namespace) -> None:
     from simulator.replay.data import load_nodes
@@ -42,29 +43,48 @@ def run(a: argparse.Namespace) -> None:
             for pol in a.policies.split(","):
                 res = run_topology(nodes, jobs, pol, t0, t1, runtime_p50=pred,
                                    spread_rack=a.spread_rack, spread_block=a.spread_block,
-                                   seed=seed)
+                                   seed=seed, hold=a.hold, hold_pick=a.hold_pick)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
-                           spread_rack=a.spread_rack, spread_block=a.spread_block)
+                           spread_rack=a.spread_rack, spread_block=a.spread_block,
+                           hold=a.hold if pol.startswith("topology") else 0,
+                           hold_pick=a.hold_pick,
+                           machine=machine(), command=" ".join(sys.argv[1:]),
+                           date=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
                 print(json.dumps(row), flush=True)
                 with RUNS.open("a") as f:
                     f.write(json.dumps(row) + "\n")
     report()
 
+
+def label(r: dict) -> str:
+    """The policy as the tables name it: topology variants carry their hold count."""
+    if not r.get("hold"):
+        return r["policy"]
+    return f"{r['policy']} hold {r['hold']}" + (" (most room)" if r.get("hold_pick") == "free"
+                                                else "")
+
+
 def report() -> None:
     rows = [json.loads(x) for x in RUNS.read_text().splitlines()] if RUNS.exists() else []
+    runs = sorted({(r.get("date", "before 2026-11-26 10:00 UTC"), r.get("machine", "2 shared cores"
+                    " (machine line not recorded then)"), r.get("command", "")) for r in rows})
     out = ["# Topology-aware gangs: replay over time (issue 31)", "",
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
-           "--seeds S --days 2 --load L --phase dev|final|elastic [--policies P]`",
-           f"- machine: 2 shared cores, Python {platform.python_version()}; "
-           f"written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
-           "- cluster: the 1,213 openb GPU nodes in file order, racks of 16 nodes, blocks of 8 "
-           "racks (simulator/timeline/topology.py); jobs: simulator/timeline/workload.py "
-           "(gangs are 2 or 4 pods of 8 GPUs); queue: priority then arrival, backfill",
-           "- a gang spread over racks of one block runs `spread_rack` x longer, over blocks "
-           "`spread_block` x: ASSUMED values, not taken from a published figure (see below)",
-           "- times in minutes over the jobs arriving in the measured window; a job that never "
-           "started counts with its wait until the window's end (a floor)", ""]
+           "--seeds S --days 2 --load L --phase dev|final|elastic [--policies P] [--hold K]`",
+           f"- report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
+           "bench/results/topology_runs.jsonl; the runs (date, machine, arguments):"]
+    out += [f"  - {d}: {m}; `{c}`" for d, m, c in runs]
+    out += ["- cluster: the 1,213 openb GPU nodes in file order, racks of 16 nodes, blocks of 8 "
+            "racks (simulator/timeline/topology.py); jobs: simulator/timeline/workload.py "
+            "(gangs are 2 or 4 pods of 8 GPUs); queue: priority then arrival, backfill",
+            "- a gang spread over racks of one block runs `spread_rack` x longer, over blocks "
+            "`spread_block` x: parameters; where the defaults come from is below (The slowdown "
+            "of a spread gang)",
+            "- `hold K`: the first K waiting gangs each hold the rack predicted to free first "
+            "for them (EASY backfill per rack); hold 0 is the policy without it",
+            "- times in minutes over the jobs arriving in the measured window; a job that never "
+            "started counts with its wait until the window's end (a floor)", ""]
     for phase in ("dev", "final"):
         sel = [r for r in rows if r["phase"] == phase]
         if not sel:
@@ -74,7 +94,7 @@ def report() -> None:
                 " | ".join(KEYS) + " |", "|" + "---|" * (6 + len(KEYS))]
         for r in sel:
             out.append(f"| {r['profile']} | {r['seed']} | {r['load']} | "
-                       f"{r['spread_rack']}/{r['spread_block']} | {r['policy']} | {r['gangs']} | "
+                       f"{r['spread_rack']}/{r['spread_block']} | {label(r)} | {r['gangs']} | "
                        + " | ".join(str(r[k]) for k in KEYS) + " |")
         out.append("")
         out += ratios(sel)
@@ -87,30 +107,69 @@ def report() -> None:
                 "| gangs started smaller | gangs unstarted | 1-GPU JCT p95 |",
                 "|---|---|---|---|---|---|---|---|---|"]
         for r in sel:
-            out.append(f"| {r['profile']} | {r['seed']} | {r['policy']} | "
+            out.append(f"| {r['profile']} | {r['seed']} | {label(r)} | "
                        f"{r['gang_wait_p95_min']} | {r['gang_jct_p95_min']} | "
                        f"{r.get('gang_gpu_h_done_per_day')} | {r.get('gangs_started_smaller')} | "
                        f"{r['gangs_unstarted']} | {r['one_gpu_jct_p95_min']} |")
         out.append("")
+    out += ["## Gavel: consolidated vs unconsolidated throughput (the slowdown's source)", "",
+            "Computed by this script from ../shared/traces/gavel-colocation/gavel_solo_flat.csv "
+            "(stanford-futuredata/gavel @ c4fa4009, physical-cluster throughputs, MIT): the "
+            "same job's throughput with its workers on one server over its throughput with "
+            "them spread over servers.", ""] + gavel_consolidation()
     notes = Path(__file__).with_name("topology_notes.md")
     if notes.exists():
         out.append(notes.read_text())
     (RESULTS / "topology.md").write_text("\n".join(out) + "\n")
 
-def ratios(sel: list[dict]) -> list[str]:
-    """Gang JCT p95 of topology over fgd and over required, 1-GPU p95 vs fgd, per case."""
-    out = ["| profile | seed | load | gang JCT p95 topology / fgd | topology / required | "
-           "1-GPU JCT p95 topology - fgd (min) |", "|---|---|---|---|---|---|"]
-    cases = sorted({(r["profile"], r["seed"], r["load"], r["spread_rack"]) for r in sel})
-    for prof, seed, load, sr in cases:
-        by = {r["policy"]: r for r in sel if (r["profile"], r["seed"], r["load"],
-                                               r["spread_rack"]) == (prof, seed, load, sr)}
-        if not all(p in by for p in POLICIES):
-            continue
-        t, f, q = (by[p]["gang_jct_p95_min"] for p in ("topology", "fgd", "required"))
-        d1 = by["topology"]["one_gpu_jct_p95_min"] - by["fgd"]["one_gpu_jct_p95_min"]
-        out.append(f"| {prof} | {seed} | {load} | {t / f:.2f} | {t / q:.2f} | {d1:+.1f} |")
+
+def gavel_consolidation() -> list[str]:
+    """The published figure the spread slowdowns are read from: Gavel's (OSDI'20) measured
+    throughputs of distributed jobs with workers on one server ("consolidated") and spread over
+    servers ("unconsolidated"), ../shared/traces/gavel-colocation (physical cluster rows)."""
+    import pandas as pd
+
+    path = shared_traces_dir() / "gavel-colocation" / "gavel_solo_flat.csv"
+    if not path.exists():
+        return [f"(no {path}: Gavel's table not shown)", ""]
+    s = pd.read_csv(path)
+    s = s[(s.source == "physical") & (s.solo_thr_a > 0)]
+    out = ["| GPU | workers | jobs | consolidated / unconsolidated throughput: p25 | median | "
+           "p75 |", "|---|---|---|---|---|---|"]
+    for gpu in ("k80", "p100", "v100"):
+        m = s[s.gpu == gpu].merge(s[s.gpu == f"{gpu}_unconsolidated"], on=["job_a", "scale_a"],
+                                  suffixes=("", "_u"))
+        m = m.assign(r=m.solo_thr_a / m.solo_thr_a_u)
+        for scale in (1, 2, 4, 8):
+            r = m[m.scale_a == scale].r
+            if len(r):
+                out.append(f"| {gpu.upper()} | {scale} | {len(r)} | {r.quantile(.25):.2f} | "
+                           f"{r.median():.2f} | {r.quantile(.75):.2f} |")
     return out + [""]
+
+
+def ratios(sel: list[dict]) -> list[str]:
+    """Gang JCT p95 of each topology variant over fgd and over required, 1-GPU p95 vs fgd,
+    per case (the baselines of the same case: same profile, seed, load and slowdowns)."""
+    out = ["| profile | seed | load | policy | gang JCT p95 / fgd | / required | "
+           "1-GPU JCT p95 - fgd (min) |", "|---|---|---|---|---|---|---|"]
+    case = lambda r: (r["profile"], r["seed"], r["load"], r["spread_rack"])  # noqa: E731
+    for key in sorted({case(r) for r in sel}):
+        same = [r for r in sel if case(r) == key]
+        base = {r["policy"]: r for r in same if r["policy"] in ("fgd", "required")}
+        if len(base) < 2:
+            continue
+        f, q = base["fgd"], base["required"]
+        for r in same:
+            if r["policy"] in base:
+                continue
+            t = r["gang_jct_p95_min"]
+            d1 = r["one_gpu_jct_p95_min"] - f["one_gpu_jct_p95_min"]
+            out.append(f"| {key[0]} | {key[1]} | {key[2]} | {label(r)} | "
+                       f"{t / f['gang_jct_p95_min']:.2f} | {t / q['gang_jct_p95_min']:.2f} | "
+                       f"{d1:+.1f} |")
+    return out + [""]
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -120,6 +179,10 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--spread-rack", type=float, default=1.3)
     ap.add_argument("--spread-block", type=float, default=1.6)
+    ap.add_argument("--hold", type=int, default=0,
+                    help="waiting gangs that hold a rack (topology policies)")
+    ap.add_argument("--hold-pick", choices=("predicted", "free"), default="predicted",
+                    help="which rack a waiting gang holds")
     ap.add_argument("--phase", choices=("dev", "final", "elastic"), default="dev")
     ap.add_argument("--policies", default=",".join(POLICIES),
                     help=f"among {', '.join(POLICIES)}, {ELASTIC}")

@@ -79,3 +79,36 @@ def test_elastic_gang_starts_smaller_in_one_rack_and_runs_longer():
     s = summarize(jobs, res, 0.0, 1e6)
     assert s["gangs_started_smaller"] == 1 and s["policy"] == "topology-elastic"
     assert s["gang_gpu_h_done_per_day"] == pytest.approx(2 * 8 * 10000 / 3600 / (1e6 / 86400), abs=0.05)
+
+
+def test_a_waiting_gang_holds_its_rack_against_a_later_single_unless_it_ends_first():
+    # one rack busy until t=100 and t=200, the other for days (a seed whose ties put the two
+    # short singles in one rack). A gang of two 8-GPU pods arrives at t=1 and waits for that
+    # rack (spreading costs more); a long 8-GPU single arrives at t=2 and would take the node
+    # that frees at t=100
+    nodes = _nodes()
+    jobs = Jobs(np.array([0.0, 0.0, 0.0, 0.0, 1.0, 2.0]),
+                np.array([100.0, 200.0, 1e6, 1e6, 1e5, 5e4]),
+                np.array([1, 1, 1, 1, 2, 1]), np.full(6, 8), np.full(6, 1000),
+                np.zeros(6, np.int64), np.zeros(6, np.int64), ("t",))
+    kw = dict(KW, rack_nodes=2, block_racks=2)
+    for seed in range(20):
+        free = run_topology(nodes, jobs, "topology", 0.0, 1e7, seed=seed,
+                            runtime_p50=jobs.duration, **kw)
+        if free["nodes"][0][0] // 2 == free["nodes"][1][0] // 2:
+            break
+    else:
+        pytest.skip("no seed puts the two short singles in one rack")
+    # without a hold the single takes n0 at t=100: the gang waits for it to end or spreads
+    assert free["start"][5] == pytest.approx(100.0) and free["start"][4] > 200.0
+    held = run_topology(nodes, jobs, "topology", 0.0, 1e7, seed=seed,
+                        runtime_p50=jobs.duration, hold=1, **kw)
+    assert held["start"][4] == pytest.approx(200.0) and held["spread"][4] == 0
+    assert held["start"][5] > 200.0
+    # a single predicted to end before the gang's predicted start may use the held node
+    short = Jobs(*[a.copy() for a in (jobs.arrival, jobs.duration, jobs.pods, jobs.gpus,
+                                      jobs.milli, jobs.priority, jobs.tenant)], ("t",))
+    short.duration[5] = 50.0
+    back = run_topology(nodes, short, "topology", 0.0, 1e7, seed=seed,
+                        runtime_p50=short.duration, hold=1, **kw)
+    assert back["start"][5] == pytest.approx(100.0) and back["start"][4] == pytest.approx(200.0)

@@ -15,7 +15,9 @@ from typing import Any
 import numpy as np
 
 SOON_S = 1800.0  # `topology.soon_s`: the horizon when the gang pod's run time is not predicted
-SPREAD_SLOWDOWN = 1.3  # `topology.spread_slowdown`: the replay's spread_rack default
+# `topology.spread_slowdown`: the replay's spread_rack default, inside the quartiles of Gavel's
+# (OSDI'20) measured consolidated / unconsolidated throughput on P100 (simulator/timeline/topology.py)
+SPREAD_SLOWDOWN = 1.3
 
 
 def soon_horizon_s(runtime_s: float | None, args: dict) -> float:

@@ -3,8 +3,15 @@
 The openb node list has no topology, so one is laid on it: racks of ``rack_nodes`` consecutive
 nodes, blocks of ``block_racks`` racks (node-label levels, read with scheduler_hook.topology as
 the extender reads real labels). A gang whose pods span two racks runs ``spread_rack`` times
-longer for its whole life, two blocks ``spread_block`` times (parameters; their values are an
-assumption of this replay, see bench/results/topology.md).
+longer for its whole life, two blocks ``spread_block`` times (parameters). The defaults, 1.3 and
+1.6, are read from the one published measurement in ../shared: Gavel's (Narayanan et al.,
+OSDI'20; ../shared/traces/gavel-colocation) throughputs of the same distributed job with its
+workers on one server and spread over servers: on P100, consolidated / unconsolidated has
+quartiles 1.22-1.93 over 2-8 workers (medians 1.41-1.53); V100 medians 1.91-3.35; K80 about 1
+(bench/topology.py prints the table into bench/results/topology.md). 1.3 and 1.6 lie inside the
+P100 quartiles. That figure crosses the server boundary, not a rack or block one; no
+cross-rack measurement is in ../shared, so the values stay a reading of Gavel's, not a
+measurement of racks.
 
 Policies, all with FGD choosing the node inside whatever set of nodes they allow:
 - ``fgd``: the gang starts as soon as the cluster can hold it, wherever that is.
@@ -20,6 +27,10 @@ Policies, all with FGD choosing the node inside whatever set of nodes they allow
 - ``topology-elastic``: ``topology``, and a gang that no rack holds whole starts in the rack that
   holds most of it if that is at least half its pods (`foresight.io/gang-min` = half, assumed);
   the same work then runs on fewer pods, longer (linear scaling, an assumption).
+- ``hold`` (topology policies): the first ``hold`` gangs that wait for a rack each hold the rack
+  the predicted departures free first for them; other jobs may take a held node only if their
+  predicted run ends before the predicted time the gang starts there (EASY backfill per
+  domain): 8-GPU singles no longer take every node a waiting gang needs.
 
 The queue is priority then arrival order with backfill, like simulator.timeline.engine (which
 this does not change): a pass places the first pending job of each shape that can start, until
@@ -54,10 +65,13 @@ def openb_levels(nodes: Nodes, rack_nodes: int = 16, block_racks: int = 8):
 def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
                  runtime_p50: np.ndarray | None = None, spread_rack: float = 1.3,
                  spread_block: float = 1.6, rack_nodes: int = 16, block_racks: int = 8,
-                 seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True) -> dict:
+                 seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True,
+                 hold: int = 0, hold_pick: str = "predicted") -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
-    spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang."""
+    spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
+    ``hold``: how many waiting gangs hold a rack (see the module doc), the rack the predicted
+    departures free first (``hold_pick`` "predicted") or the one with most room now ("free")."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -85,9 +99,20 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pending: dict[tuple, list] = {}
     pred = runtime_p50 if runtime_p50 is not None else jobs.duration
     pred = np.where(np.isfinite(pred), pred, jobs.duration)
+    held_by = np.full(len(nodes), -1)  # the gang a node is held for, -1: none
+    held_t = np.zeros(len(nodes))  # when that gang is predicted to start there
+    holds: dict[int, int] = {}  # gang -> the rack it holds, until it starts (EASY backfill)
 
-    def place(j: int, count: int, allowed: np.ndarray | None) -> list | None:
+    def free_for(j: int, now: float) -> np.ndarray:
+        """Nodes job j may take: not held, held for it, or it ends before the holder starts."""
+        return (held_by < 0) | (held_by == j) | (now + pred[j] <= held_t)
+
+    def place(j: int, count: int, allowed: np.ndarray | None, now: float = 0.0
+              ) -> list | None:
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        if (held_by >= 0).any():
+            ok = free_for(j, now)
+            allowed = ok if allowed is None else allowed & ok
         out = []
         for _ in range(count):
             pick = placer.choose(g, m, allowed)
@@ -104,8 +129,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def slots_now(g: int) -> np.ndarray:
         return c.whole // g
 
-    def rack_wait(j: int, now: float) -> float:
-        """Predicted seconds until some rack can hold gang j (departures only)."""
+    def rack_times(j: int, now: float) -> np.ndarray:
+        """Per rack, the predicted time it can hold gang j (departures only; inf: never)."""
         g, p = int(jobs.gpus[j]), int(jobs.pods[j])
         ok = nodes.gpus >= g  # a node frees whole once its last pod has left
         avail = np.where(c.whole >= g, now, np.maximum(node_end, now))
@@ -115,14 +140,33 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         a, r = a[order], r[order]
         count = np.bincount(r, minlength=nr)
         first = np.concatenate([[0], np.cumsum(count)[:-1]])
+        t = np.full(nr, np.inf)
         full = np.flatnonzero(count >= p)
-        if not len(full):
-            return np.inf
-        return float(a[first[full] + p - 1].min()) - now
+        t[full] = a[first[full] + p - 1]
+        return t
+
+    def hold_rack(j: int, now: float) -> None:
+        """Gang j holds the rack predicted to hold it first among those not held yet; the
+        hold stays until j starts, its predicted start time is refreshed each pass."""
+        t = rack_times(j, now)
+        r = holds.get(j)
+        if r is None:
+            t[list(holds.values())] = np.inf
+            if hold_pick == "free":  # the rack with the most room now: fewest pods to drain
+                room = np.bincount(rack, weights=slots_now(int(jobs.gpus[j])), minlength=nr)
+                r = int(np.lexsort((t, -room))[0])
+            else:  # the rack the predicted departures free first
+                r = int(np.argmin(t))
+            if not np.isfinite(t[r]):
+                return
+            holds[j] = r
+        held_by[rack == r], held_t[rack == r] = j, max(float(t[r]), now)
 
     def try_gang(j: int, now: float) -> list | None:
         g, p = int(jobs.gpus[j]), int(jobs.pods[j])
         s = slots_now(g)
+        if (held_by >= 0).any():
+            s = np.where(free_for(j, now), s, 0)
         if s.sum() < p:
             return None
         if policy == "fgd":
@@ -131,35 +175,36 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         fit = np.flatnonzero(rcap >= p)
         if len(fit):
             r = int(fit[np.argmin(rcap[fit])])  # best fit: the tightest rack that holds it
-            return place(j, p, rack == r)
+            return place(j, p, rack == r, now)
         if policy == "required":
             return None
         if elastic and rcap.max() >= max(1, p // 2):  # the largest size one rack holds now
             r = int(np.argmax(rcap))
             size[j] = int(min(p, rcap[r]))
-            return place(j, size[j], rack == r)
+            return place(j, size[j], rack == r, now)
         bcap = np.bincount(block, weights=s, minlength=nb)
         bfit = np.flatnonzero(bcap >= p)
         cost = pred[j] * ((spread_rack if len(bfit) else spread_block) - 1.0)
         waited = now - float(jobs.arrival[j])
-        if waited + rack_wait(j, now) <= wait_share * cost:
+        if waited + float(rack_times(j, now).min()) - now <= wait_share * cost:
             return None  # a rack frees before spreading would have cost more: wait for it
         if len(bfit):
             b = int(bfit[np.argmin(bcap[bfit])])
-            return place(j, p, block == b)
-        return place(j, p, None)
+            return place(j, p, block == b, now)
+        return place(j, p, None, now)
 
-    def try_single(j: int) -> list | None:
+    def try_single(j: int, now: float) -> list | None:
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
         if policy == "topology" and keep_racks:  # racks that cannot hold a 4x8 gang first
             rcap = np.bincount(rack, weights=c.whole // 8, minlength=nr)
             allowed = rcap[rack] < 4
             fits = (c.maxfree >= m) if m < MILLI else (c.whole >= g)
-            if (fits & allowed).any():
-                return place(j, 1, allowed)
-        return place(j, 1, None)
+            if (fits & allowed & free_for(j, now)).any():
+                return place(j, 1, allowed, now)
+        return place(j, 1, None, now)
 
     def start_job(j: int, now: float, pl: list) -> None:
+        holds.pop(j, None)
         where[j] = pl
         nodes_of[j] = [nd for nd, _ in pl]
         start[j] = now
@@ -176,14 +221,20 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
 
     def schedule(now: float) -> None:
         failed: set[tuple] = set()
+        held_by[:] = -1  # the holds' predicted start times are refreshed each pass
+        for j in list(holds):
+            hold_rack(j, now)
         while True:
             heads = sorted((h[0], k) for k, h in pending.items() if h and k not in failed)
             if not heads:
                 return
             for (_, _, j), k in heads:
-                pl = try_gang(j, now) if jobs.pods[j] > 1 else try_single(j)
+                pl = try_gang(j, now) if jobs.pods[j] > 1 else try_single(j, now)
                 if pl is None:
                     failed.add(k)
+                    if jobs.pods[j] > 1 and policy == "topology" and \
+                            (j in holds or len(holds) < hold):
+                        hold_rack(j, now)
                     continue
                 heapq.heappop(pending[k])
                 start_job(j, now, pl)

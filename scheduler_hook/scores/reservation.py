@@ -59,10 +59,25 @@ def _waited_s(ctx: Context) -> float:
     return time.time() - created if created > 0 else 0.0
 
 
-def _runtime(ctx: Context) -> float | None:
+def predicted_runtime(ctx: Context) -> float | None:
+    """The pod's predicted run time (s) from the `runtime` provider; None if unknown."""
     rt = ctx.providers.fresh("runtime")
     v = None if rt is None else rt.runtime_s(ctx.pod)
     return None if v is None or not np.isfinite(v) else float(v)
+
+
+def not_held(ctx: Context, provider: object, missing: str, what: str
+             ) -> ComponentResult | None:
+    """1 everywhere, with the reason, for a pod no reservation holds off (no ``provider``,
+    a high-priority pod, no GPU asked); None for a low-priority GPU pod. Shared by this
+    component and the drain one (`drain.py`)."""
+    if provider is None:
+        return constant(ctx, 1.0, missing)
+    if ctx.pod.priority >= int(ctx.cfg.get("high_priority", 1000)):
+        return constant(ctx, 1.0, f"high-priority pod may use {what}")
+    if ctx.pod.gpus == 0:
+        return constant(ctx, 1.0, "no GPU requested")
+    return None
 
 
 class Reservation:
@@ -70,12 +85,9 @@ class Reservation:
 
     def score(self, ctx: Context) -> ComponentResult:
         model = ctx.providers.fresh("demand")
-        if model is None:
-            return constant(ctx, 1.0, "no demand forecast: nothing reserved")
-        if ctx.pod.priority >= int(ctx.cfg.get("high_priority", 1000)):
-            return constant(ctx, 1.0, "high-priority pod may use reserved capacity")
-        if ctx.pod.gpus == 0:
-            return constant(ctx, 1.0, "no GPU requested")
+        out = not_held(ctx, model, "no demand forecast: nothing reserved", "reserved capacity")
+        if out is not None:
+            return out
         waited = _waited_s(ctx)
         hold = float(ctx.cfg.get("reservation_max_hold_s", MAX_HOLD_S))
         if held_too_long(waited, hold):
@@ -85,7 +97,7 @@ class Reservation:
         mine, total = empty_gpus(ctx)
         breaks = reservation_breaks(mine, total, reserved)
         horizon = float(getattr(model, "horizon_s", lambda: 0.0)())
-        run = _runtime(ctx) if horizon > 0 and breaks.any() else None
+        run = predicted_runtime(ctx) if horizon > 0 and breaks.any() else None
         window = backfill_window_s(mine, total, reserved, horizon) if run is not None else None
         backfill = breaks & (run <= window) if window is not None else np.zeros_like(breaks)
         value = np.where(breaks & ~backfill, 0.0, 1.0)

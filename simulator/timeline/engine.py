@@ -22,6 +22,7 @@ from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
 from scheduler_hook.scores.reservation import MAX_HOLD_S
+from simulator.timeline.drain import DrainGate
 from simulator.timeline.reserve import NCLASS, ReservationGate, runtime_class
 from simulator.timeline.workload import Jobs
 
@@ -80,8 +81,12 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     if backfill and runtime_s is None:
         raise ValueError(f"policy {policy} needs predicted run times")
     hold = (MAX_HOLD_S if max_hold_s is None else max_hold_s) if backfill else 0.0
-    gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0,
-                           max_hold_s=hold) if placer.reserve else None
+    if placer.drain:  # issue 28's targeted draining answers the same gate questions
+        gate = DrainGate(c, jobs, runtime_s, reserved.horizon_s, hold)
+    else:
+        gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0,
+                               max_hold_s=hold) if placer.reserve else None
+    drain = gate if placer.drain else None
     rclass = runtime_class(runtime_s) if backfill else None
     leases: list[tuple[int, float]] = []  # (job, lease end) of pods that borrowed a node
     aged_jobs: list[tuple[int, bool]] = []  # (job, took a node its class was held off)
@@ -145,10 +150,20 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 self._cls[b] = (c.aggregates_excluding(off, key), mask)
             return self._cls[b]
 
-        def for_key(self, k: tuple):
+        def for_key(self, k: tuple, top: int | None = None):
+            if drain is not None and k[3] and top is not None:  # EASY: not an earlier
+                return self.big(top)[0]  # big job's drained nodes, unless done in time
             return self.every if gate is None or k[3] else self.by_class(k[4])[0]
 
+        def big(self, j: int):
+            if ("big", j) not in self._cls:
+                mask, off = drain.big_off(j)
+                self._cls["big", j] = (c.aggregates_excluding(off), mask)
+            return self._cls["big", j]
+
         def mask(self, j: int, now: float | None = None):
+            if drain is not None and exempt[j]:
+                return self.big(j)[1]
             if gate is None or exempt[j] or (now is not None and aged(j, now)):
                 return None
             return self.by_class(int(rclass[j]) if rclass is not None else -1)[1]
@@ -179,7 +194,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         return hold > 0 and not exempt[j] and gate.may_take_reserved(now - jobs.arrival[j])
 
     def fits(k: tuple, agg, top: int | None = None, now: float = 0.0) -> bool:
-        a = agg.every if top is not None and aged(top, now) else agg.for_key(k)
+        a = agg.every if top is not None and aged(top, now) else agg.for_key(k, top)
         return a.fits(k[0], k[1], k[2])
 
     def start_job(j: int, now: float, pl) -> None:
@@ -189,6 +204,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         pending_jobs -= 1
         pending_gpus -= float(jobs.gpu_request[j])
         heapq.heappush(departures, (now + float(jobs.duration[j]), j))
+        if placer.drain:
+            drain.started(j, now, pl)
 
     def lend(j: int, pl, strict) -> None:
         """A held-off pod placed: lease the empty node it took, if it took one."""
@@ -299,6 +316,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         pl = place_pods(int(j), int(jobs.pods[j]), None)
         if pl is not None:
             where[int(j)] = pl
+            if placer.drain:
+                drain.started(int(j), float(jobs.arrival[j]), pl)
             heapq.heappush(departures, (float(jobs.arrival[j] + jobs.duration[j]), int(j)))
     order = sel  # arrivals, already sorted by time
     ai = 0
@@ -332,7 +351,10 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             continue
         if t_dep <= t_arr:
             _, j = heapq.heappop(departures)
-            release_pods(where.pop(j), int(jobs.gpus[j]), int(jobs.milli[j]))
+            pl = where.pop(j)
+            release_pods(pl, int(jobs.gpus[j]), int(jobs.milli[j]))
+            if placer.drain:
+                drain.left(j, pl)
         else:
             j = int(order[ai])
             ai += 1
@@ -345,6 +367,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             pending_gpus += float(jobs.gpu_request[j])
             if hold > 0 and not exempt[j]:
                 heapq.heappush(wakes, (now + hold + 1e-3, j))
+            if placer.drain and exempt[j]:
+                drain.arrived(j)
             if not fits(k, _Agg()):
                 record_blocked(now, _Agg())  # nothing freed: only it could start
                 continue

@@ -159,9 +159,17 @@ POLICIES = {"bestfit": (TimelineBestFit, None), "fgd": (TimelineFGD, None),
             "foresight-backfill": (TimelineForesight, "forecast"),
             "backfill-flat": (TimelineForesight, "flat-matched"),
             "oracle": (TimelineForesight, "oracle"),
+            # issue 28, third try: targeted draining (EASY backfilling with predicted run
+            # times) for pending big jobs, plus nodes pre-drained for the forecast; the same
+            # with no pre-drain, with a flat level of equal mean, and fed the truth
+            "foresight-drain": (TimelineForesight, "forecast"),
+            "drain-pending": (TimelineForesight, "none"),
+            "drain-flat": (TimelineForesight, "flat-matched"),
+            "drain-oracle": (TimelineForesight, "oracle"),
             # issue 29: the default kube-scheduler's scoring, the baseline every cluster has
             "kube-default": (TimelineLeastAllocated, None)}
-BACKFILL = ("foresight-backfill", "backfill-flat", "oracle")
+DRAIN = ("foresight-drain", "drain-pending", "drain-flat", "drain-oracle")
+BACKFILL = ("foresight-backfill", "backfill-flat", "oracle", *DRAIN)
 
 
 class Placer:
@@ -174,6 +182,7 @@ class Placer:
         self.name = name
         base, self.reserve = POLICIES[name]
         self.backfill = name in BACKFILL
+        self.drain = name in DRAIN
         self.policy: Policy = base()
 
     def reset(self, cluster: TimelineCluster, trace: Pods, seed: int) -> None:

@@ -65,6 +65,8 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
                 flat = ReservedSchedule(jobs, "flat", t0, t1, **kw)
                 kw["scale"] = fc / max(flat.mean(0.0, t1), 1e-9)
                 mode = "flat"
+            elif mode == "none":  # no pre-drain: a zero level (the horizon still read)
+                kw["scale"], mode = 0.0, "flat"
             scheds[key] = ReservedSchedule(jobs, mode, t0, t1, **kw, decay_bins=cfg.decay_bins
                                            if backfill and mode == "forecast" else 0)
         return scheds[key]

@@ -1,0 +1,118 @@
+"""Targeted draining (issue 28, third try): EASY backfilling with learned run times.
+
+The fence (`reservation.py`) keeps a number of empty nodes whatever is pending; issue 28's
+tries showed it either holds nodes long enough to help big jobs and starves small ones, or
+gives them back (hold bound) before the big jobs come. Here the reservation is made of
+*specific* nodes, the ones predicted to drain first:
+
+- each pending big job (8-GPU pods, gangs; in queue order) gets the nodes whose residents'
+  predicted completion (start + predicted run time) frees its shape earliest; its *shadow
+  time* is when the last of them is predicted free (conservative backfilling: every pending
+  big job, so later ones' shadows lie far ahead and barely restrict anything);
+- the demand forecast adds ``forecast_gpus / node_gpus`` pre-drained nodes (the next ones to
+  drain): the forecast's demand arrives over its horizon, so the i-th of k pre-drained nodes
+  is needed ``horizon * i / k`` from now (the same rate rule as `backfill_window_s`);
+- a small pod may go on a drained node only when its predicted end is before the node's
+  shadow time; every other node stays open to it. A pod whose run outlives the shadow is not
+  preempted (the caller counts it).
+
+Pure functions on arrays, so that the extender's component (`Drain`) and the timeline replay
+(`simulator/timeline/drain.py`) apply the same rule.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from scheduler_hook.scores.base import ComponentResult, Context
+from scheduler_hook.scores.reservation import not_held, predicted_runtime
+
+OVERDUE_FLOOR_S = 600.0
+
+
+def effective_end(end: np.ndarray, start: np.ndarray, now: float) -> np.ndarray:
+    """Predicted end of each resident at ``now``. One that already outlived its prediction is
+    expected to run as long again as it has run (at least 10 min): heavy-tailed run times
+    make an overdue run a long one, and reading it as ending now would target a node that
+    will not drain."""
+    end, start = np.asarray(end, float), np.asarray(start, float)
+    overdue = now + np.maximum(now - start, OVERDUE_FLOOR_S)
+    return np.where(end > now, end, np.where(np.isfinite(start), overdue, end))
+
+
+def drain_times(slot_free_at: np.ndarray, need: int, now: float) -> np.ndarray:
+    """(n,) when each node has ``need`` whole GPUs free: the ``need``-th earliest of its GPUs'
+    predicted free times (``slot_free_at`` (n, G): <= now for a free GPU, +inf for a GPU the
+    node does not have). +inf where the node has fewer than ``need`` GPUs."""
+    t = np.maximum(np.asarray(slot_free_at, float), now)
+    if need <= 0:
+        return np.full(len(t), now)
+    if need > t.shape[1]:
+        return np.full(len(t), np.inf)
+    return np.partition(t, need - 1, axis=1)[:, need - 1]
+
+
+def plan_shadows(drain_t: np.ndarray, pending_pods: list[int], forecast_nodes: float,
+                 horizon_s: float, now: float) -> tuple[np.ndarray, np.ndarray]:
+    """Shadow time per node (+inf: not drained) and the index of the pending job each node is
+    drained for (-1: none; -2: pre-drained for the forecast).
+
+    ``drain_t``: when each candidate node is predicted to hold the big shape (``drain_times``);
+    ``pending_pods``: pods of each pending big job, in queue order; ``forecast_nodes``: nodes'
+    worth of big demand forecast to arrive within ``horizon_s``."""
+    n = len(drain_t)
+    shadow = np.full(n, np.inf)
+    owner = np.full(n, -1, np.int64)
+    order = np.argsort(drain_t, kind="stable")
+    order = order[np.isfinite(drain_t[order])]
+    i = 0
+    for job, pods in enumerate(pending_pods):
+        if i + pods > len(order):
+            break  # not enough nodes for it: later (smaller) jobs would jump it, stop here
+        take = order[i:i + pods]
+        shadow[take] = drain_t[take].max()
+        owner[take] = job
+        i += pods
+    k = int(round(max(forecast_nodes, 0.0)))
+    take = order[i:i + k]
+    if len(take):
+        need_at = now + horizon_s * np.arange(len(take)) / max(k, 1)
+        shadow[take] = np.maximum(drain_t[take], need_at)
+        owner[take] = -2
+    return shadow, owner
+
+
+def may_backfill(shadow: np.ndarray, now: float, runtime_s: float | None) -> np.ndarray:
+    """(n,) bool: a pod predicted to run ``runtime_s`` (None: unknown) may go on each node:
+    the node is not drained, or the pod is predicted to end by the node's shadow time."""
+    if runtime_s is None or not np.isfinite(runtime_s):
+        return ~np.isfinite(shadow)
+    return now + float(runtime_s) <= shadow
+
+
+class Drain:
+    """The extender's form: a `drain` provider gives the plan's shadow time per node row
+    (``shadow_s(rows)``, absolute seconds, +inf where not drained) and ``now()``; the
+    `runtime` provider the pod's predicted run time. Low-priority GPU pods score 0 on drained
+    nodes they would not leave in time."""
+
+    name = "drain"
+
+    def score(self, ctx: Context) -> ComponentResult:
+        plan = ctx.providers.fresh("drain")
+        out = not_held(ctx, plan, "no drain plan: nothing drained", "drained nodes")
+        if out is not None:
+            return out
+        run = predicted_runtime(ctx)
+        now = float(plan.now())
+        shadow = np.asarray(plan.shadow_s(ctx.rows), float)
+        ok = may_backfill(shadow, now, run)
+
+        def reason(j: int) -> str:
+            if not np.isfinite(shadow[j]):
+                return "not drained for a big job"
+            left = (shadow[j] - now) / 60
+            if ok[j]:
+                return f"backfill: predicted to end before the big job's start ({left:.0f} min)"
+            return f"drained for a big job due in {left:.0f} min: predicted to run longer"
+
+        return ComponentResult(np.where(ok, 1.0, 0.0), reason)

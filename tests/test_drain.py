@@ -1,0 +1,90 @@
+"""Issue 28, third try: targeted draining (EASY backfilling with predicted run times), the
+shared rule (scheduler_hook/scores/drain.py) and the timeline replay's gate. Synthetic."""
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+
+from scheduler_hook.scores.drain import (Drain, drain_times, effective_end, may_backfill,
+                                         plan_shadows)
+from simulator.timeline.engine import run_timeline
+from test_timeline import jobs, nodes
+
+INF = np.inf
+
+
+def test_drain_time_is_when_enough_gpus_are_predicted_free():
+    free_at = np.array([[0, 50, 300, INF], [100, 200, 0, 0]], float)  # node 0 has 3 GPUs
+    assert drain_times(free_at, 2, 10.0).tolist() == [50.0, 10.0]
+    assert drain_times(free_at, 4, 10.0).tolist() == [INF, 200.0]
+
+
+def test_an_overdue_resident_is_expected_to_run_as_long_again():
+    got = effective_end(np.array([500.0, 90.0, 90.0]), np.array([0.0, -1000.0, 95.0]), 100.0)
+    assert got.tolist() == [500.0, 1200.0, 100.0 + 600.0]  # floor of 10 min
+
+
+def test_plan_gives_each_pending_job_the_earliest_nodes_in_queue_order():
+    drain_t = np.array([400.0, 100.0, 300.0, 200.0, INF, 50.0])
+    shadow, owner = plan_shadows(drain_t, [1, 2], forecast_nodes=2, horizon_s=1000, now=0.0)
+    assert owner.tolist() == [-2, 1, -2, 1, -1, 0]
+    assert shadow[5] == 50 and shadow[1] == shadow[3] == 200  # a gang: its last node
+    assert shadow[2] == 300 and shadow[0] == 500  # forecast nodes: needed 0, 500 s ahead
+    assert not np.isfinite(shadow[4])
+    # a job more nodes than are left stops the plan (a later job would jump it)
+    _, owner = plan_shadows(drain_t[:2], [3, 1], 0, 1000, 0.0)
+    assert (owner == -1).all()
+
+
+def test_a_pod_may_backfill_only_if_it_ends_by_the_shadow():
+    shadow = np.array([INF, 1000.0, 1000.0])
+    assert may_backfill(shadow, 100.0, 900.0).tolist() == [True, True, True]
+    assert may_backfill(shadow, 100.0, 901.0).tolist() == [True, False, False]
+    assert may_backfill(shadow, 100.0, None).tolist() == [True, False, False]
+
+
+def test_component_scores_zero_where_the_pod_would_delay_the_big_job():
+    plan = SimpleNamespace(now=lambda: 0.0, shadow_s=lambda rows: np.array([INF, 600.0])[rows])
+    rt = SimpleNamespace(runtime_s=lambda pod: pod.run)
+    ctx = SimpleNamespace(rows=np.arange(2), n=2, cfg={},
+                          providers=SimpleNamespace(fresh={"drain": plan, "runtime": rt}.get),
+                          pod=SimpleNamespace(priority=0, gpus=1, run=3600.0))
+    got = Drain().score(ctx)
+    assert got.value.tolist() == [1.0, 0.0] and "longer" in got.reason(1)
+    ctx.pod.run = 300.0
+    assert Drain().score(ctx).value.tolist() == [1.0, 1.0]
+    ctx.pod.priority = 1000
+    assert Drain().score(ctx).value.tolist() == [1.0, 1.0]
+
+
+class _Zero:
+    horizon_s = 1800.0
+
+    @staticmethod
+    def at(t: float) -> float:
+        return 0.0
+
+
+def test_replay_drains_the_node_that_frees_first_and_backfills_short_pods():
+    rows = [(0, 1000, 1, 5, 1000),   # node A frees at 1000
+            (0, 5000, 1, 5, 1000),   # node B at 5000
+            (10, 100, 1, 8, 1000),   # the big job: drains A, shadow 1000
+            (20, 3000, 1, 1, 1000),  # long: not on A (it would delay the big job) -> B
+            (30, 200, 1, 1, 1000)]   # short: ends by 1000, may go anywhere
+    pred = np.array([1000.0, 5000.0, 100.0, 3000.0, 200.0])
+    r = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 9000, reserved=_Zero(),
+                     reserve_for="big", runtime_s=pred, max_hold_s=0)
+    assert r.start[2] == 1000 and r.start[3] == 20 and r.start[4] == 30
+
+
+def test_a_later_big_job_does_not_take_a_gangs_drained_node():
+    rows = [(0, 1000, 1, 5, 1000), (0, 2000, 1, 5, 1000),  # nodes A and B
+            (10, 100, 2, 8, 1000),   # a gang of two 8-GPU pods: both nodes, shadow 2000
+            (20, 5000, 1, 8, 1000)]  # ends long after 2000: may not take node A at 1000
+    pred = np.array([1000.0, 2000.0, 100.0, 5000.0])
+    kw = dict(reserved=_Zero(), reserve_for="big", runtime_s=pred, max_hold_s=0)
+    r = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 9000, **kw)
+    assert r.start[2] == 2000 and r.start[3] == 2100
+    fgd = run_timeline(nodes(8, 8), jobs(rows), "fgd", 0, 9000)
+    assert fgd.start[3] == 1000 and fgd.start[2] == 6000  # the single jumps the gang

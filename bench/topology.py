@@ -24,7 +24,7 @@ RESULTS = Path(__file__).parent / "results"
 RUNS = RESULTS / "topology_runs.jsonl"
 KEYS = ("gang_jct_p50_min", "gang_jct_p95_min", "gang_wait_p95_min", "gangs_spread_racks",
         "gangs_spread_blocks", "gangs_unstarted", "one_gpu_wait_p95_min", "one_gpu_jct_p95_min",
-        "unstarted")
+        "unstarted", "eight_gpu_wait_p95_min")
 
 
 def run(a: argparse.Namespace) -> None:
@@ -40,15 +40,22 @@ def run(a: argparse.Namespace) -> None:
             jobs = case_jobs(nodes, cfg)
             t0, t1 = -86400.0, a.days * 86400.0
             pred = predicted_runtimes(jobs, t0, t1)["p50"].to_numpy()
+            reserved = None
+            if a.keep != "none":
+                from simulator.timeline.forecast import ReservedSchedule
+                reserved = ReservedSchedule(jobs, a.keep, t0, t1, seed=seed)
             for pol in a.policies.split(","):
                 res = run_topology(nodes, jobs, pol, t0, t1, runtime_p50=pred,
                                    spread_rack=a.spread_rack, spread_block=a.spread_block,
-                                   seed=seed, hold=a.hold, hold_pick=a.hold_pick)
+                                   seed=seed, hold=a.hold, hold_pick=a.hold_pick,
+                                   reserved=reserved, regrow=a.regrow)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
                            spread_rack=a.spread_rack, spread_block=a.spread_block,
                            hold=a.hold if pol.startswith("topology") else 0,
                            hold_pick=a.hold_pick,
+                           keep=a.keep if pol.startswith("topology") else "none",
+                           regrow=a.regrow and pol == ELASTIC,
                            machine=machine(), command=" ".join(sys.argv[1:]),
                            date=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
                 print(json.dumps(row), flush=True)
@@ -59,10 +66,12 @@ def run(a: argparse.Namespace) -> None:
 
 def label(r: dict) -> str:
     """The policy as the tables name it: topology variants carry their hold count."""
-    if not r.get("hold"):
-        return r["policy"]
-    return f"{r['policy']} hold {r['hold']}" + (" (most room)" if r.get("hold_pick") == "free"
-                                                else "")
+    out = r["policy"]
+    if r.get("hold"):
+        out += f" hold {r['hold']}" + (" (most room)" if r.get("hold_pick") == "free" else "")
+    if r.get("keep", "none") != "none":
+        out += f" keep {r['keep']}"
+    return out + (" regrow" if r.get("regrow") else "")
 
 
 def report() -> None:
@@ -95,23 +104,12 @@ def report() -> None:
         for r in sel:
             out.append(f"| {r['profile']} | {r['seed']} | {r['load']} | "
                        f"{r['spread_rack']}/{r['spread_block']} | {label(r)} | {r['gangs']} | "
-                       + " | ".join(str(r[k]) for k in KEYS) + " |")
+                       + " | ".join(str(r.get(k, "-")) for k in KEYS) + " |")
         out.append("")
         out += ratios(sel)
-    sel = [r for r in rows if r["phase"] == "elastic"]
-    if sel:
-        out += ["## Elastic gangs vs static size (same seeds, run once)", "",
-                "Gangs may start at half their pods or more (`topology-elastic`) or only whole "
-                "(`topology`); GPU-hours are the finished gangs' work at full size, per day.", "",
-                "| profile | seed | policy | gang wait p95 | gang JCT p95 | gang GPU-h done / day "
-                "| gangs started smaller | gangs unstarted | 1-GPU JCT p95 |",
-                "|---|---|---|---|---|---|---|---|---|"]
-        for r in sel:
-            out.append(f"| {r['profile']} | {r['seed']} | {label(r)} | "
-                       f"{r['gang_wait_p95_min']} | {r['gang_jct_p95_min']} | "
-                       f"{r.get('gang_gpu_h_done_per_day')} | {r.get('gangs_started_smaller')} | "
-                       f"{r['gangs_unstarted']} | {r['one_gpu_jct_p95_min']} |")
-        out.append("")
+    for phase, title in (("elastic-dev", "Elastic gangs vs static size: dev runs"),
+                         ("elastic", "Elastic gangs vs static size (final seeds, run once)")):
+        out += elastic_table([r for r in rows if r["phase"] == phase], title)
     out += ["## Gavel: consolidated vs unconsolidated throughput (the slowdown's source)", "",
             "Computed by this script from ../shared/traces/gavel-colocation/gavel_solo_flat.csv "
             "(stanford-futuredata/gavel @ c4fa4009, physical-cluster throughputs, MIT): the "
@@ -121,6 +119,30 @@ def report() -> None:
     if notes.exists():
         out.append(notes.read_text())
     (RESULTS / "topology.md").write_text("\n".join(out) + "\n")
+
+
+def elastic_table(sel: list[dict], title: str) -> list[str]:
+    """Elastic gangs (`topology-elastic`) against static size (`topology`), per case."""
+    if not sel:
+        return []
+    out = [f"## {title}", "",
+           "Gangs may start at half their pods or more (`topology-elastic`; `regrow`: they grow "
+           "when their rack has room) or only whole (`topology`); gang GPU-h done: the work "
+           "(full size) of the gangs that finished in the window, per day; big-job work: what "
+           "every job of 8 GPUs or more delivered inside the window, finished or not, in "
+           "full-size full-speed GPU-hours per day (simulator/timeline/topology.py "
+           "big_work_gpu_h).", "",
+           "| profile | seed | policy | gang wait p95 | gang JCT p95 | gang GPU-h done / day "
+           "| big-job work GPU-h / day | gangs started smaller | gangs unstarted | "
+           "1-GPU JCT p95 |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in sel:
+        out.append(f"| {r['profile']} | {r['seed']} | {label(r)} | "
+                   f"{r['gang_wait_p95_min']} | {r['gang_jct_p95_min']} | "
+                   f"{r.get('gang_gpu_h_done_per_day')} | "
+                   f"{r.get('big_work_gpu_h_per_day', '-')} | "
+                   f"{r.get('gangs_started_smaller')} | {r['gangs_unstarted']} | "
+                   f"{r['one_gpu_jct_p95_min']} |")
+    return out + [""]
 
 
 def gavel_consolidation() -> list[str]:
@@ -183,7 +205,12 @@ def main() -> None:
                     help="waiting gangs that hold a rack (topology policies)")
     ap.add_argument("--hold-pick", choices=("predicted", "free"), default="predicted",
                     help="which rack a waiting gang holds")
-    ap.add_argument("--phase", choices=("dev", "final", "elastic"), default="dev")
+    ap.add_argument("--keep", choices=("none", "flat", "forecast"), default="none",
+                    help="keep whole racks free for the gang demand of this forecast")
+    ap.add_argument("--regrow", action="store_true",
+                    help="elastic gangs started smaller grow when their rack has room")
+    ap.add_argument("--phase", choices=("dev", "final", "elastic", "elastic-dev"),
+                    default="dev")
     ap.add_argument("--policies", default=",".join(POLICIES),
                     help=f"among {', '.join(POLICIES)}, {ELASTIC}")
     ap.add_argument("--report-only", action="store_true")

@@ -1,11 +1,19 @@
-"""Extender cost of the topology score (issue 31): interleaved A/B of Scorer.decide with and
-without the topology component for plain 1- and 2-GPU pods (5,000-node synthetic cluster of
-bench/extender_latency.py), then required-rack gang pods (4 x 8 GPUs) on the same cluster with
-racks of 16 nodes. Usage: nice .venv/bin/python bench/topology_latency.py"""
+"""Extender cost of the topology score (issue 31) on the 5,000-node synthetic cluster of
+bench/extender_latency.py, Scorer.decide per pod (filter and prioritize share it):
+1. plain 1-/2-GPU pods, interleaved with and without the topology component;
+2. the same with `topology.keep_level` (racks kept whole-free for a forecast of 64 GPUs of gang
+   demand), interleaved against the component off;
+3. required-rack gang pods (4 x 8 GPUs, racks of 16 nodes);
+4. preferred-rack gang pods of 16 x 8 GPUs with run-time predictions: no rack holds one now,
+   so each first pod reads the predicted departures (the "soon" path).
+Writes bench/results/topology_latency.md. Usage: nice .venv/bin/python bench/topology_latency.py
+"""
 from __future__ import annotations
 
 import sys
 import time
+import zlib
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from extender_cluster import synthetic_cluster  # noqa: E402
 
+from bench.benchenv import machine  # noqa: E402
 from scheduler_hook.config import load_config  # noqa: E402
 from scheduler_hook.fake_kube import make_pod  # noqa: E402
 from scheduler_hook.hook import ExtenderHook  # noqa: E402
@@ -21,47 +30,102 @@ from scheduler_hook.podspec import PodRequest  # noqa: E402
 from scheduler_hook.providers import ProviderSet  # noqa: E402
 from scheduler_hook.state import ClusterState  # noqa: E402
 
-nodes, pods = synthetic_cluster(5000)
-st = ClusterState()
-st.replace_all(nodes, pods)
-st.ready = True
-hook = ExtenderHook(st, ProviderSet(), load_config())
-names = tuple(st.all_names())
-comps_on = list(hook.scorer.components)
-comps_off = [c for c in comps_on if c.name != "topology"]
-res: dict[str, list[float]] = {"on": [], "off": []}
-for i in range(400):  # interleaved: the machine's load falls on both alike
-    mode = "on" if i % 2 else "off"
-    hook.scorer.components = comps_on if mode == "on" else comps_off
-    p = hook.pod(make_pod(f"x{i}", gpus=1 if i % 3 else 2))
-    t = time.perf_counter()
-    d = hook.scorer.decide(p, names)
-    res[mode].append(time.perf_counter() - t)
-    best = d.names[int(np.argmax(d.total))]
-    st.upsert_pod(PodRequest(**{**p.__dict__, "node": best, "phase": "Running"}))
-for k, v in res.items():
-    v = np.array(v) * 1000
-    print(f"plain pods, topology {k}: p50 {np.percentile(v, 50):.3f} ms, "
-          f"p99 {np.percentile(v, 99):.3f} ms")
-hook.scorer.components = comps_on
-for i, n in enumerate(nodes):
-    labels = {"cloud.provider.com/topology-rack": f"r{i // 16}"}
-    st.upsert_node({**n, "metadata": {**n["metadata"], "labels": {**n["metadata"]["labels"],
-                                                                  **labels}}})
-ts = []
-for i in range(80):
-    p = make_pod(f"g{i}", gpus=8, annotations={
-        "kueue.x-k8s.io/podset-required-topology": "cloud.provider.com/topology-rack",
-        "kueue.x-k8s.io/pod-group-total-count": "4"})
-    p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = f"job{i // 4}"
-    st.upsert_pod(p)
-    q = hook.pod(p)
-    t = time.perf_counter()
-    d = hook.scorer.decide(q, names)
-    ts.append(time.perf_counter() - t)
-    ok = [j for j, n in enumerate(d.names) if n not in d.failed and n not in d.unresolvable]
-    if ok:
-        best = d.names[max(ok, key=lambda j: d.total[j])]
-        st.upsert_pod(PodRequest(**{**q.__dict__, "node": best, "phase": "Running"}))
-v = np.array(ts) * 1000
-print(f"required-rack gang pods: p50 {np.percentile(v, 50):.3f} ms, p99 {np.percentile(v, 99):.3f} ms")
+RACK = "cloud.provider.com/topology-rack"
+
+
+class Demand:
+    def shape_mix(self):
+        return {(1, 1000): 1.0}
+
+    def reserved_whole_gpus(self):
+        return 64.0
+
+
+class Runtime:
+    """A run time per pod name, spread over 10 min to 2 days (a stand-in for the model)."""
+
+    def runtime_s(self, pod):
+        return 600.0 + zlib.crc32(pod.name.encode()) % 172800
+
+
+def ms(v: list[float]) -> str:
+    a = np.array(v) * 1000
+    return f"{np.percentile(a, 50):.3f} | {np.percentile(a, 99):.3f}"
+
+
+def interleaved(hook, st, names, on, off, tag: str, n: int = 400) -> dict[str, list[float]]:
+    res: dict[str, list[float]] = {"on": [], "off": []}
+    for i in range(n):  # interleaved: the machine's load falls on both alike
+        mode = "on" if i % 2 else "off"
+        hook.scorer.components = on if mode == "on" else off
+        p = hook.pod(make_pod(f"{tag}{i}", gpus=1 if i % 3 else 2))
+        t = time.perf_counter()
+        d = hook.scorer.decide(p, names)
+        res[mode].append(time.perf_counter() - t)
+        best = d.names[int(np.argmax(d.total))]
+        st.upsert_pod(PodRequest(**{**p.__dict__, "node": best, "phase": "Running"}))
+    hook.scorer.components = on
+    return res
+
+
+def gangs(hook, st, names, ann: dict, size: int, count: int, tag: str) -> list[float]:
+    ts = []
+    for i in range(count):
+        p = make_pod(f"{tag}{i}", gpus=8, annotations={
+            **ann, "kueue.x-k8s.io/pod-group-total-count": str(size)})
+        p["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = f"{tag}job{i // size}"
+        st.upsert_pod(p)
+        q = hook.pod(p)
+        t = time.perf_counter()
+        d = hook.scorer.decide(q, names)
+        ts.append(time.perf_counter() - t)
+        ok = [j for j, n in enumerate(d.names) if n not in d.failed and n not in d.unresolvable]
+        if ok:
+            best = d.names[max(ok, key=lambda j: d.total[j])]
+            st.upsert_pod(PodRequest(**{**q.__dict__, "node": best, "phase": "Running"}))
+    return ts
+
+
+def main() -> None:
+    nodes, pods = synthetic_cluster(5000)
+    st = ClusterState()
+    st.replace_all(nodes, pods)
+    st.ready = True
+    for i, n in enumerate(nodes):
+        st.upsert_node({**n, "metadata": {**n["metadata"], "labels": {
+            **n["metadata"]["labels"], RACK: f"r{i // 16}"}}})
+    cfg = load_config()
+    hook = ExtenderHook(st, ProviderSet(), cfg)
+    names = tuple(st.all_names())
+    on = list(hook.scorer.components)
+    off = [c for c in on if c.name != "topology"]
+    plain = interleaved(hook, st, names, on, off, "x")
+    cfg["topology"] = {**cfg["topology"], "keep_level": RACK}
+    hook.providers.set("demand", Demand())
+    keep = interleaved(hook, st, names, on, off, "k")
+    cfg["topology"] = {**cfg["topology"], "keep_level": None}
+    req = gangs(hook, st, names, {"kueue.x-k8s.io/podset-required-topology": RACK}, 4, 80, "g")
+    hook.providers.set("runtime", Runtime())
+    pref = gangs(hook, st, names, {"kueue.x-k8s.io/podset-preferred-topology": RACK}, 16, 48,
+                 "s")
+    rows = [("plain 1-/2-GPU pods, topology off", plain["off"]),
+            ("plain 1-/2-GPU pods, topology on", plain["on"]),
+            ("plain pods, topology off (keep run)", keep["off"]),
+            ("plain pods, topology on with keep_level (racks kept for 64 GPUs)", keep["on"]),
+            ("required-rack gang pods, 4 x 8 GPUs", req),
+            ("preferred-rack gang pods, 16 x 8 GPUs, run-time predictions (soon path)", pref)]
+    out = ["# Topology score: extender cost (issue 31)", "",
+           "- command: `nice .venv/bin/python bench/topology_latency.py`",
+           f"- machine: {machine()}",
+           f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+           "- Scorer.decide per pod on the 5,000-node synthetic cluster (bench/extender_cluster.py)"
+           ", racks of 16 nodes; on/off pairs are interleaved pod by pod", "",
+           "| case | pods | p50 ms | p99 ms |", "|---|---|---|---|"]
+    out += [f"| {name} | {len(v)} | {ms(v)} |" for name, v in rows]
+    text = "\n".join(out) + "\n"
+    (Path(__file__).parent / "results" / "topology_latency.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

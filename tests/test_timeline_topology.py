@@ -112,3 +112,34 @@ def test_a_waiting_gang_holds_its_rack_against_a_later_single_unless_it_ends_fir
     back = run_topology(nodes, short, "topology", 0.0, 1e7, seed=seed,
                         runtime_p50=short.duration, hold=1, **kw)
     assert back["start"][5] == pytest.approx(100.0) and back["start"][4] == pytest.approx(200.0)
+
+
+def test_big_work_counts_what_each_job_delivers_inside_the_window():
+    from simulator.timeline.topology import big_work_gpu_h
+    jobs = _jobs()  # two 8-GPU singles of 100 s, a 2 x 8 gang of 10,000 s
+    res = {"start": np.array([0.0, np.nan, 50.0]), "run": np.array([100.0, 100.0, 20000.0])}
+    # the single: all of its 8 x 100 GPU-s; the gang runs twice as long as its work (half
+    # size or spread): 10,000 of its 20,000 s lie in [0, 10050), half of its work
+    got = big_work_gpu_h(jobs, res, 0.0, 10050.0)
+    assert got == pytest.approx((8 * 100 + 16 * 10000 * 0.5) / 3600)
+    assert big_work_gpu_h(jobs, res, 0.0, 50.0) == pytest.approx(8 * 50 / 3600)
+
+
+def test_elastic_gang_regrows_when_its_rack_frees_and_finishes_sooner():
+    seed = _split_seed()
+    jobs = _jobs()  # singles of 100 s: the gang's rack-mate node frees at t=100
+    kw = dict(KW, rack_nodes=2, block_racks=1)
+    pred = np.array([1e6, 1e6, 10000.0])  # waiting looks dear: it starts at half size
+    static = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
+                          runtime_p50=pred, **kw)
+    grown = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
+                         runtime_p50=pred, regrow=True, **kw)
+    assert static["run"][2] == pytest.approx(20000.0) and grown["size"][2] == 1
+    # 99 s on one pod (99 pod-s of the 20,000), then the rest on two: 99 + 19,901 / 2
+    assert grown["run"][2] == pytest.approx(99.0 + (20000.0 - 99.0) / 2)
+    assert len(grown["nodes"][2]) == 2 and grown["spread"][2] == 0
+    from simulator.timeline.topology import big_work_gpu_h
+    # all the gang's 16 x 10,000 GPU-s of work is delivered by its end, none more
+    end = 1.0 + grown["run"][2]
+    assert big_work_gpu_h(jobs, grown, 0.0, end) == pytest.approx(
+        big_work_gpu_h(jobs, static, 0.0, 1e6))

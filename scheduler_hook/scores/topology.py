@@ -209,7 +209,8 @@ class TopologyGang:
         if held_too_long(_waited_s(ctx), hold):
             return constant(ctx, 1.0, f"pending longer than {hold / 60:.0f} min: may use "
                             "domains kept for gangs")
-        dom = topo.state_domains(st, (*topo.levels_of(ctx.cfg), level))
+        levels = topo.levels_of(ctx.cfg)  # the configured tuple when it names the level: the
+        dom = topo.state_domains(st, levels if level in levels else (*levels, level))  # cache
         if level not in dom.codes:
             return constant(ctx, 1.0, f"no node carries the label {level}")
         key = (st.version, ctx.providers.version, level)

@@ -31,6 +31,8 @@ Policies, all with FGD choosing the node inside whatever set of nodes they allow
   the predicted departures free first for them; other jobs may take a held node only if their
   predicted run ends before the predicted time the gang starts there (EASY backfill per
   domain): 8-GPU singles no longer take every node a waiting gang needs.
+- ``reserved`` (topology policies): the gang demand forecast; single pods keep off the racks
+  kept whole-free for it, as the extender's `topology.keep_level` does.
 
 The queue is priority then arrival order with backfill, like simulator.timeline.engine (which
 this does not change): a pass places the first pending job of each shape that can start, until
@@ -43,6 +45,8 @@ import time
 
 import numpy as np
 
+from scheduler_hook.scores.reservation import held_too_long
+from scheduler_hook.scores.topology_prospect import keep_free
 from scheduler_hook.topology import HOSTNAME, encode
 from simulator.replay.cluster import MILLI
 from simulator.replay.data import Nodes
@@ -66,12 +70,18 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  runtime_p50: np.ndarray | None = None, spread_rack: float = 1.3,
                  spread_block: float = 1.6, rack_nodes: int = 16, block_racks: int = 8,
                  seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True,
-                 hold: int = 0, hold_pick: str = "predicted") -> dict:
+                 hold: int = 0, hold_pick: str = "predicted", reserved=None,
+                 regrow: bool = False) -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
     ``hold``: how many waiting gangs hold a rack (see the module doc), the rack the predicted
-    departures free first (``hold_pick`` "predicted") or the one with most room now ("free")."""
+    departures free first (``hold_pick`` "predicted") or the one with most room now ("free");
+    ``reserved``: the gang demand forecast (``.at(t)`` GPUs, simulator.timeline.forecast): single
+    pods keep off the whole-free racks that hold it (scores.topology_prospect.keep_free) unless
+    pending longer than the reservation's hold bound; ``regrow`` (elastic): a gang started smaller
+    takes free room in its rack after each pass until whole (PyTorch elastic scales up when
+    nodes join), and its remaining work runs on the larger size."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -91,7 +101,11 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     n = len(jobs)
     start, run = np.full(n, np.nan), jobs.duration.astype(float).copy()
     spread = np.zeros(n, np.int8)  # 0 one rack, 1 racks of one block, 2 blocks
-    size = jobs.pods.astype(np.int64).copy()  # pods a job started with (elastic: fewer)
+    size = jobs.pods.astype(np.int64).copy()  # pods a job runs on (elastic: fewer)
+    size0 = size.copy()  # pods it started with
+    end_at = np.full(n, np.nan)  # its departure (a regrown gang's earlier entries are stale)
+    growing: dict[int, list] = {}  # elastic gang started smaller -> [time, pod-seconds left]
+    segments: dict[int, list[tuple[float, float]]] = {}  # (from, work GPU-s per s) if regrown
     where: dict[int, list[tuple[int, list[int]]]] = {}
     nodes_of: dict[int, list[int]] = {}  # the nodes each started job ran on
     node_end = np.zeros(len(nodes))  # predicted time the node's last pod ends
@@ -195,13 +209,18 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
 
     def try_single(j: int, now: float) -> list | None:
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        away = None  # racks kept whole-free for the gang demand forecast (the extender's rule)
+        if policy == "topology" and reserved is not None and \
+                not held_too_long(now - float(jobs.arrival[j])):
+            away = ~keep_free(rack, c.whole.astype(float), nodes.gpus.astype(float),
+                              reserved.at(now))[0]
         if policy == "topology" and keep_racks:  # racks that cannot hold a 4x8 gang first
             rcap = np.bincount(rack, weights=c.whole // 8, minlength=nr)
-            allowed = rcap[rack] < 4
+            allowed = rcap[rack] < 4 if away is None else (rcap[rack] < 4) & away
             fits = (c.maxfree >= m) if m < MILLI else (c.whole >= g)
             if (fits & allowed & free_for(j, now)).any():
                 return place(j, 1, allowed, now)
-        return place(j, 1, None, now)
+        return place(j, 1, away, now)
 
     def start_job(j: int, now: float, pl: list) -> None:
         holds.pop(j, None)
@@ -218,6 +237,32 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         for nd, _ in pl:
             node_end[nd] = max(node_end[nd], end_pred)
         heapq.heappush(departures, (now + run[j], j))
+        end_at[j], size0[j] = now + run[j], size[j]
+        if regrow and size[j] < jobs.pods[j]:
+            growing[j] = [now, float(size[j] * run[j])]
+            segments[j] = [(now, float(jobs.gpus[j] * size[j]))]
+
+    def grow(now: float) -> None:
+        """Elastic gangs started smaller take the room their rack has now."""
+        for j in list(growing):
+            g, r = int(jobs.gpus[j]), int(rack[nodes_of[j][0]])
+            k = int(np.where(free_for(j, now) & (rack == r), slots_now(g), 0).sum())
+            k = min(k, int(jobs.pods[j] - size[j]))
+            pl = place(j, k, rack == r, now) if k > 0 else None
+            if pl is None:
+                continue
+            t, left = growing[j]
+            left -= size[j] * (now - t)  # pod-seconds done at the old size
+            size[j] += k
+            where[j] += pl
+            nodes_of[j] += [nd for nd, _ in pl]
+            end_at[j] = now + left / size[j]
+            run[j] = end_at[j] - start[j]
+            heapq.heappush(departures, (end_at[j], j))
+            segments[j].append((now, float(g * size[j])))
+            growing[j] = [now, left]
+            if size[j] >= jobs.pods[j]:
+                del growing[j]
 
     def schedule(now: float) -> None:
         failed: set[tuple] = set()
@@ -227,7 +272,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         while True:
             heads = sorted((h[0], k) for k, h in pending.items() if h and k not in failed)
             if not heads:
-                return
+                break
             for (_, _, j), k in heads:
                 pl = try_gang(j, now) if jobs.pods[j] > 1 else try_single(j, now)
                 if pl is None:
@@ -239,6 +284,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 heapq.heappop(pending[k])
                 start_job(j, now, pl)
                 break
+        if growing:
+            grow(now)
 
     early = np.flatnonzero((jobs.arrival < t_start) & (jobs.arrival + jobs.duration > t_start))
     for j in early:
@@ -253,7 +300,10 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         if now >= t_end:
             break
         if t_dep <= t_arr:
-            _, j = heapq.heappop(departures)
+            t, j = heapq.heappop(departures)
+            if t != end_at[j]:
+                continue  # an elastic gang that grew since: it leaves later
+            growing.pop(j, None)
             g, m = int(jobs.gpus[j]), int(jobs.milli[j])
             for nd, slots in where.pop(j):
                 c.release(nd, slots, g, m)
@@ -266,7 +316,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                                                        float(jobs.arrival[j]), j))
         schedule(now)
     return {"policy": ELASTIC if elastic else policy, "start": start, "run": run,
-            "spread": spread, "size": size, "nodes": nodes_of,
+            "spread": spread, "size": size0, "nodes": nodes_of, "segments": segments,
             "seconds": time.perf_counter() - wall}
 
 
@@ -293,4 +343,27 @@ def summarize(jobs: Jobs, res: dict, t0: float, t1: float) -> dict:
             "gang_gpu_h_done_per_day": round(float((jobs.pods * jobs.gpus * jobs.duration)[
                 gang & started & (res["start"] + res["run"] <= t1)].sum()) / 3600 /
                 max((t1 - t0) / 86400, 1e-9), 1),
-            "gangs_started_smaller": int((gang & started & (res["size"] < jobs.pods)).sum())}
+            "gangs_started_smaller": int((gang & started & (res["size"] < jobs.pods)).sum()),
+            "big_work_gpu_h_per_day": round(big_work_gpu_h(jobs, res, t0, t1) /
+                                            max((t1 - t0) / 86400, 1e-9), 1),
+            "eight_gpu_wait_p95_min": q(wait[m & (jobs.pods == 1) & (jobs.gpus >= 8)], 95)}
+
+
+def big_work_gpu_h(jobs: Jobs, res: dict, t0: float, t1: float) -> float:
+    """Work of big jobs (8 GPUs or more) done inside [t0, t1), in full-size full-speed
+    GPU-hours, finished or not: a job delivers its pods x GPUs x duration evenly over its run,
+    so a spread gang (slower) or one started smaller (fewer pods, longer) delivers less per
+    hour of its run than its GPUs x hours."""
+    segs = res.get("segments", {})
+    big = (jobs.pods * jobs.gpus >= 8) & np.isfinite(res["start"])
+    even = big.copy()
+    even[list(segs)] = False
+    s, r = res["start"][even], res["run"][even]
+    inside = np.clip(np.minimum(s + r, t1) - np.maximum(s, t0), 0.0, None)
+    work = (jobs.pods * jobs.gpus * jobs.duration)[even].astype(float)
+    total = float((work * inside / np.maximum(r, 1e-9)).sum())
+    for j, parts in segs.items():  # regrown elastic gangs: each size at its own rate
+        end = float(res["start"][j] + res["run"][j])
+        for (a, rate), nxt in zip(parts, [*[p[0] for p in parts[1:]], end]):
+            total += rate * max(0.0, min(nxt, t1) - max(a, t0))
+    return total / 3600

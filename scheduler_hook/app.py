@@ -58,9 +58,11 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
 
         return handle
 
+    filter_ = make("filter", hook.filter, args_of)
     prioritize = make("prioritize", hook.prioritize_json, args_of)
-    prioritize.after = hook.warm_next  # type: ignore[attr-defined] # run once answered
-    return {"/scheduler/filter": make("filter", hook.filter, args_of),
+    # run once answered: kube-scheduler skips prioritize when one node is left
+    filter_.after = prioritize.after = hook.warm_next  # type: ignore[attr-defined]
+    return {"/scheduler/filter": filter_,
             "/scheduler/prioritize": prioritize,
             "/scheduler/bind": make("bind", hook.bind, parse_binding)}
 

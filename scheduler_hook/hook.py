@@ -44,7 +44,7 @@ class ExtenderHook:
         # filter, so the warm came late and cost ~1 ms CPU per pod for no shorter answer
         # (bench/results/scheduler_overhead.md)
         self.warm_ahead = bool(cfg.get("warm_ahead", False))
-        self._warm_due: PodRequest | None = None  # answered, its binding not applied yet
+        self._warm_for: str | None = None  # schedulerName of the pods answered
 
     def pod(self, obj: dict) -> PodRequest:
         last = self._last_pod
@@ -99,30 +99,35 @@ class ExtenderHook:
         return buf.tobytes()
 
     def warm_next(self) -> None:
-        """After a prioritize answer: once the watch has applied that pod's binding
-        (after_events), score ahead the pod kube-scheduler most likely asks about next."""
+        """Once a filter or prioritize answer is sent: that pod is answered (its binding may
+        not have reached the watch yet), so the next warm is for the pod after it."""
         last = self._last_pod
         if last is not None and self.warm_ahead:
-            self._answered.append(last[1].key)
-            self._warm_due = last[1]
+            if not self._answered or self._answered[-1] != last[1].key:
+                self._answered.append(last[1].key)
+            self._warm_for = last[1].scheduler
 
     def after_events(self) -> None:
-        """Called by the watcher after it applied a batch of events (on the event loop).
-        When the pod answered last has left the pending set (bound, or gone), bring the row
-        cache up to date for the next pending GPU pod with the same schedulerName (highest
-        priority, then oldest, as kube-scheduler's queue sorts), between scheduling cycles:
-        its filter then only gathers. A wrong guess costs CPU, never a decision."""
-        due = self._warm_due
-        if due is None or due.key in self.state.pending:
+        """Called by the watcher after it applied a batch of events (on the event loop,
+        between answers). Bring the row cache up to date for the pod kube-scheduler most
+        likely asks about next: the first pending GPU pod of the same schedulerName not
+        answered yet (highest priority, then oldest, then first seen, as kube-scheduler's
+        queue sorts). A binding reaches the watch one or two scheduling cycles after it was
+        decided, so waiting for the answered pod's own binding would warm too late; warming
+        after every batch catches up each class once per change. Its filter then only
+        gathers. A wrong guess costs CPU, never a decision."""
+        sched = self._warm_for
+        if sched is None:
             return
-        self._warm_due = None
         done = self._answered
         with self.state.lock:
-            waiting = [p for p in self.state.pending.values()
-                       if p.scheduler == due.scheduler and p.key not in done]
-        if not waiting:
+            nxt = None
+            for p in self.state.pending.values():  # first seen first: min keeps the first
+                if p.scheduler == sched and p.key not in done and (
+                        nxt is None or (-p.priority, p.created) < (-nxt.priority, nxt.created)):
+                    nxt = p
+        if nxt is None:
             return
-        nxt = min(waiting, key=lambda p: (-p.priority, p.created, p.key))
         try:
             self.scorer.warm(nxt)
         except Exception:  # noqa: BLE001 - the filter scores it anyway

@@ -230,11 +230,15 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
         f"- Commit: `{_git_head()}`",
         f"- {args.rounds} rounds x {args.pods} pods per scheduler per size (plus one warm-up "
         "round), each scheduler going first in turn, pods created one after another by one "
-        "client. Three kube-schedulers run at once against the same apiserver: without the "
+        f"client. {'Four' if args.compare else 'Three'} kube-schedulers run at once against "
+        "the same apiserver, all from `deploy/kube-scheduler-config.yaml` (profile "
+        f"percentageOfNodesToScore: {_percentage()}): without the "
         "extender stanza, with it pointed at `bench/echo_extender.py` (passes every node, "
         "scores 0: what any extender costs kube-scheduler itself, same HTTP stack), and with "
         "it pointed at `foresight serve --only extender` (fallback scoring, no models), which "
-        "watches the cluster as deployed. Medians over rounds of each round's per-pod mean.",
+        "watches the cluster as deployed"
+        + (f"; the fourth with it pointed at Foresight run from commit `{args.compare}`"
+           if args.compare else "") + ". Medians over rounds of each round's per-pod mean.",
         "- Own time = kube-scheduler's `scheduler_scheduling_algorithm_duration_seconds` "
         "(filter + score of one pod, extender calls included); added = median over rounds of "
         "the paired per-round difference; attempt = "
@@ -284,6 +288,19 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
                      f"({r['prefill']:,} pods bound beforehand; nodes and those pods "
                      f"created in {r['create_s']:.0f} s)")
     return "\n".join(lines) + "\n"
+
+
+def _percentage() -> str:
+    """The shipped profile's percentageOfNodesToScore ('unset': kube-scheduler's adaptive
+    default, 50 - nodes/125 percent, at least 5%)."""
+    import yaml
+
+    from scheduler_hook.kube_local import SCHEDULER_CONFIG
+
+    cfg = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+    prof = (cfg.get("profiles") or [{}])[0]
+    value = prof.get("percentageOfNodesToScore", cfg.get("percentageOfNodesToScore"))
+    return "unset" if value is None else str(value)
 
 
 def _checkout(ref: str) -> Path:

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from scheduler_hook import indicators, metrics
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.podspec import PodSpecError
-from scheduler_hook.wire import ArgsParser, WireError, parse_binding
+from scheduler_hook.wire import ArgsParser, WireError, filter_json, parse_binding
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -39,14 +39,17 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
             last[0], last[1] = body, parser(body)
         return last[1]
 
-    def make(verb: str, fn: Callable[[Any], Any], parse: Callable[[bytes], Any]) -> Handler:
+    def make(verb: str, fn: Callable[[Any], Any], parse: Callable[[bytes], Any],
+             dump: Callable[[Any, Any], bytes] = lambda _args, out: orjson.dumps(out)
+             ) -> Handler:
         latency, ok = metrics.LATENCY.labels(verb), metrics.REQUESTS.labels(verb, "200")
         bad = metrics.REQUESTS.labels(verb, "400")
 
         def handle(body: bytes) -> tuple[int, bytes]:
             t0 = time.perf_counter()
             try:
-                out = fn(parse(body))
+                args = parse(body)
+                out = fn(args)
             except (WireError, PodSpecError) as exc:
                 bad.inc()
                 return 400, orjson.dumps({"error": str(exc)})
@@ -54,11 +57,11 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
             ok.inc()
             if verb == "filter":
                 _count_filter(out)
-            return 200, out if isinstance(out, bytes) else orjson.dumps(out)
+            return 200, out if isinstance(out, bytes) else dump(args, out)
 
         return handle
 
-    filter_ = make("filter", hook.filter, args_of)
+    filter_ = make("filter", hook.filter, args_of, filter_json)
     prioritize = make("prioritize", hook.prioritize_json, args_of)
     # run once answered: kube-scheduler skips prioritize when one node is left
     filter_.after = prioritize.after = hook.warm_next  # type: ignore[attr-defined]

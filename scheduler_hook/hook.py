@@ -40,9 +40,11 @@ class ExtenderHook:
         self._pieces_version = -1
         self._last_pod: tuple[dict, PodRequest] | None = None
         self._answered: deque[str] = deque(maxlen=8)  # pods whose binding may not be seen yet
-        # off by default: under a real kube-scheduler the binding lands after the next pod's
-        # filter, so the warm came late and cost ~1 ms CPU per pod for no shorter answer
-        # (bench/results/scheduler_overhead.md)
+        # off by default: under a real kube-scheduler on 2 shared cores it shortened the filter
+        # answer (3.4 vs 4.4 ms at 1,000 nodes) but cost 1.5 ms CPU per pod while
+        # kube-scheduler ran its own cycle, and the pod took longer overall
+        # (bench/results/scheduler_overhead.md); `warm_ahead: true` where the extender has
+        # a core to itself
         self.warm_ahead = bool(cfg.get("warm_ahead", False))
         self._warm_for: str | None = None  # schedulerName of the pods answered
 

@@ -21,6 +21,7 @@ class ExtenderArgs:
     names: Sequence[str]              # a tuple shared between requests when ArgsParser reuses it
     node_objects: list[dict] | None   # set when nodeCacheCapable is false
     cache_capable: bool
+    names_json: bytes | None = None   # the NodeNames array as sent, where ArgsParser checked it
 
 
 def _object(body: bytes) -> dict:
@@ -94,7 +95,7 @@ class ArgsParser:
                     pod = _pod(_object(body[:i] + _NAMES_KEY + b"null}"))
                     if k != len(self._known) - 1:  # most recently used last: the full node
                         self._known.append(self._known.pop(k))  # list outlives subsets
-                    return ExtenderArgs(pod, names, None, True)
+                    return ExtenderArgs(pod, names, None, True, raw)
         args = parse_args(body)
         if args.cache_capable and len(args.names) >= self.MIN_NAMES and tail:
             # The body parsed; if it still parses with `null` after the key, that key is a
@@ -103,7 +104,7 @@ class ArgsParser:
                 _object(body[:i] + _NAMES_KEY + b"null}")
             except WireError:
                 return args
-            args.names = tuple(args.names)
+            args.names, args.names_json = tuple(args.names), bytes(tail)
             self._known = [*self._known[-(self.keep - 1):], (bytes(tail), args.names)]
         return args
 
@@ -120,6 +121,22 @@ def filter_result(args: ExtenderArgs, passed: list[str], failed: dict[str, str],
         names = None
     return {"Nodes": nodes, "NodeNames": names, "FailedNodes": failed,
             "FailedAndUnresolvableNodes": unresolvable, "Error": error}
+
+
+_PASS_ALL = (b'{"Nodes":null,"NodeNames":', b',"FailedNodes":{},'
+             b'"FailedAndUnresolvableNodes":{},"Error":""}')
+
+
+def filter_json(args: ExtenderArgs, result: dict[str, Any]) -> bytes:
+    """filter_result() serialized. When every node passed, the answer's NodeNames is the
+    request's array: its bytes are sent back as they came (thousands of names not encoded
+    again)."""
+    passed = result["NodeNames"]
+    if args.names_json is not None and passed is not None and \
+            len(passed) == len(args.names) and not result["FailedNodes"] and \
+            not result["FailedAndUnresolvableNodes"] and not result["Error"]:
+        return _PASS_ALL[0] + args.names_json + _PASS_ALL[1]  # passed is names, in order
+    return orjson.dumps(result)
 
 
 @dataclass

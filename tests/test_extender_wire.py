@@ -98,3 +98,29 @@ def test_captured_bodies_parse_the_same_through_the_parser():
         a, b = parse(raw), parse_args(raw)
         assert a.pod == b.pod and list(a.names) == list(b.names)
         assert a.cache_capable == b.cache_capable and a.node_objects == b.node_objects
+
+
+def test_filter_answer_sends_the_request_array_back_only_when_every_node_passed():
+    from scheduler_hook.app import verb_handlers
+
+    st = ClusterState()
+    # the first ten nodes' one GPU is taken whole: no room there for a GPU share
+    st.replace_all([make_node(n, gpus=1) for n in NAMES],
+                   [make_pod(f"{n}-r", gpus=1, node=n, phase="Running") for n in NAMES[:10]])
+    hook = ExtenderHook(st, ProviderSet(), load_config())
+    handle = verb_handlers(hook)["/scheduler/filter"]
+    spaced = orjson.dumps(NAMES + ["ghost"]).replace(b",", b", ")  # as sent, whitespace too
+    for pod, rejected in ((make_pod("whole", gpus=1), 10), (make_pod("share", fraction=0.5), 10),
+                          (make_pod("none"), 0)):
+        for names_json in (orjson.dumps(NAMES + ["ghost"]), spaced):
+            raw = b'{"Pod":' + orjson.dumps(pod) + b',"Nodes":null,"NodeNames":' + \
+                names_json + b"}"
+            status, answer = handle(raw)
+            plain = hook.filter(parse_args(raw))
+            assert status == 200 and orjson.loads(answer) == plain
+            failed = len(plain["FailedNodes"]) + len(plain["FailedAndUnresolvableNodes"])
+            assert len(plain["NodeNames"]) == len(NAMES) + 1 - failed
+            if pod["metadata"]["name"] == "share":
+                assert failed == rejected
+            if failed == 0:  # the array went back as it came, spaces and all
+                assert names_json in answer

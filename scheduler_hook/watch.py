@@ -31,6 +31,7 @@ from scheduler_hook.podspec import PodSpecError, parse_pod
 from scheduler_hook.state import ClusterState
 
 log = logging.getLogger("foresight.extender.watch")
+PARSED_KEEP = 4096  # unbound pod versions kept for the answers (about 1 KB each)
 
 
 class ClusterWatcher:
@@ -47,6 +48,9 @@ class ClusterWatcher:
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         self.after_batch: Callable[[], None] | None = None  # ExtenderHook.after_events
+        # unbound pods parsed, by (uid, resourceVersion), for the answers to reuse
+        # (ExtenderHook.watched_pods); None: not kept
+        self.parsed: dict[tuple[Any, Any], Any] | None = None
         self._threads = [threading.Thread(target=self._run, args=(r,), daemon=True,
                                           name=f"watch-{r}") for r in ("nodes", "pods")]
 
@@ -194,3 +198,9 @@ class ClusterWatcher:
         else:
             pod = parse_pod(obj, self.workload_labels) if self.workload_labels else parse_pod(obj)
             self.state.upsert_pod(pod)
+            kept = self.parsed
+            if kept is not None and not pod.node and meta.get("uid") and \
+                    meta.get("resourceVersion"):
+                kept[(meta["uid"], meta["resourceVersion"])] = pod
+                if len(kept) > PARSED_KEEP:
+                    del kept[next(iter(kept))]  # oldest first: dicts keep insertion order

@@ -70,6 +70,7 @@ def build_extender(snapshot: Path | None, registry: Path | None, config: Path | 
     labels = tuple(cfg.get("workload_labels") or ()) or None
     watcher = ClusterWatcher(state, api, workload_labels=labels)
     watcher.after_batch = hook.after_events  # score the next pod ahead once a binding lands
+    watcher.parsed = hook.watched_pods  # the answers reuse the pods the watch parsed
     return hook, watcher
 
 

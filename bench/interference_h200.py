@@ -1,13 +1,15 @@
 """Interference on a real H200 (time-slicing and MPS), leave one workload out, and the co-location
 safety that the p10 gives at a declared minimum speed.
 
-Usage: nice .venv/bin/python bench/interference_h200.py [--data DIR] [--part dev|final|all]
+Usage: nice .venv/bin/python bench/interference_h200.py [--data DIR] [--part dev|final|all|pool]
 `--data` is a colocate.py output directory (default ../shared/gpu-h200, else data/h200).
 Parts: the two workloads drawn before any tuning (seeded: decode_gemv, resnet50_train) are the
 final part, scored once; `dev` scores the other six among themselves (their pairs only), `final`
 the final workloads' folds with every other pair as training, `all` every workload's fold (what
-to run on another measurement: nothing is tuned there). Writes bench/results/interference_h200.md
-(or --out).
+to run on another measurement: nothing is tuned there), `pool` every fold of every dev set
+(the shared one and data/h200b, h200m, h200c), the others in training. `data/h200d` is set aside:
+no fold trains on it unless it is the one scored (`--data data/h200d --part all`, run once after
+the choices). Writes bench/results/interference_h200_<part>.md (or --out).
 
 For each workload w: every pair involving w is held out (both modes), the model and the
 baselines are fit on the rest, and both directions of each held-out pair are scored.
@@ -36,6 +38,7 @@ from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
+SET_ASIDE = "h200d"  # eight workloads measured last, scored once after every choice
 SAFE, MIN_SPEED = 0.85, 0.8
 
 
@@ -43,8 +46,10 @@ def committed(data: str) -> list[str]:
     """The measurements committed under data/ (h200, h200b, h200m), less the one being scored
     (compared by content: data/h200 is a copy of ../shared/gpu-h200)."""
     own = (Path(data) / "pairs.csv").read_bytes() if (Path(data) / "pairs.csv").is_file() else b""
+    scoring_aside = Path(data).resolve() == (ROOT / "data" / SET_ASIDE).resolve()
     return [str(p) for p in sorted((ROOT / "data").glob("h200*"))
-            if (p / "pairs.csv").is_file() and (p / "pairs.csv").read_bytes() != own]
+            if (p / "pairs.csv").is_file() and (p / "pairs.csv").read_bytes() != own
+            and (scoring_aside or p.name != SET_ASIDE)]
 
 
 def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
@@ -102,6 +107,45 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
                          "admitted_unsafe": float(np.mean(adm[unsafe])) if unsafe.any() else np.nan,
                          "refused_safe": float(np.mean(~adm[~unsafe])) if (~unsafe).any() else np.nan})
     return pd.DataFrame(rows)
+
+
+def pool(shared: str, params: dict, no_step: bool) -> tuple[pd.DataFrame, list[str]]:
+    """Every fold of every dev set (`shared` and the committed sets but the one set aside),
+    the other sets in training; rows tagged with their set."""
+    sets = [shared] + [x for x in committed(shared)]
+    loaded = {x: load_h200_pairs(x) for x in sets}
+    if no_step:
+        loaded = {x: p.drop(columns=["a_step_s", "b_step_s"]) for x, p in loaded.items()}
+    out = []
+    for x, pairs in loaded.items():
+        extra = pd.concat([p for y, p in loaded.items() if y != x], ignore_index=True)
+        names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
+        out.append(lowo(pairs, names, params, extra).assign(set=Path(x).name))
+    return pd.concat(out, ignore_index=True), sets
+
+
+def per_set(r: pd.DataFrame) -> list[str]:
+    lines = ["Per set (each set's folds, the other sets in training):", "",
+             "| set | rows | model / better rule | below p10 | model admitted unsafe | "
+             "model refused safe |", "|---|---|---|---|---|---|"]
+    for name, g in r.groupby("set"):
+        s, safe = scores(g), safety(g)
+        m = safe[(safe["mode"] == "both") & (safe["policy"] == "model (p10)")].iloc[0]
+        lines.append(f"| {name} | {s['rows']} | {s['ratio']:.2f}x | {fmt(s['below_p10'], True)}"
+                     f" | {fmt(m.admitted_unsafe, True)} | {fmt(m.refused_safe, True)} |")
+    return lines + [""]
+
+
+def data_line(a: argparse.Namespace, pairs: pd.DataFrame, names: list[str], extras: list[str],
+              folds: list[str], sets: list[str]) -> str:
+    if sets:
+        return (f"Data: every fold of {', '.join(f'`{x}`' for x in sets)} ({len(pairs)} held-out"
+                f" directed rows, {len(names)} workloads), each set's folds trained on its other "
+                f"workloads and the other sets (less every pair of the held-out workload's name);"
+                f" `data/{SET_ASIDE}` set aside")
+    return (f"Data: `{a.data}` ({len(pairs)} pairs, workloads {', '.join(names)}); other "
+            f"measurements in every fold's training (less the held-out workload's pairs): "
+            f"{', '.join(f'`{x}`' for x in extras) or 'none'}; folds: {', '.join(folds)}")
 
 
 def fmt(v: float, pct: bool = False) -> str:
@@ -169,7 +213,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     default = ROOT.parent / "shared" / "gpu-h200"
     ap.add_argument("--data", default=str(default if default.is_dir() else ROOT / "data" / "h200"))
-    ap.add_argument("--part", choices=["dev", "final", "all"], default="dev")
+    ap.add_argument("--part", choices=["dev", "final", "all", "pool"], default="dev")
     ap.add_argument("--mechanism", choices=["on", "off"], default="on")
     ap.add_argument("--mps-form", choices=["priority", "hogging"], default="priority",
                     help="the MPS form of the structured part (hogging: the earlier one)")
@@ -190,24 +234,28 @@ def main() -> None:
     if a.trees is not None:
         params["n_estimators"] = a.trees
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
-    if a.part == "dev":
+    t = time.time()
+    if a.part == "pool":
+        r, sets = pool(a.data, params, a.no_step)
+        names = sorted(set(r["self"]))
+        pairs, extras, folds = r, [], names
+    elif a.part == "dev":
         pairs = pairs[~pairs["a_workload"].isin(FINAL) & ~pairs["b_workload"].isin(FINAL)]
         folds = [w for w in names if w not in FINAL]
     else:
         folds = [w for w in names if w in FINAL] if a.part == "final" else names
-    t = time.time()
-    r = lowo(pairs.reset_index(drop=True), folds, params, extra)
+    if a.part != "pool":
+        r = lowo(pairs.reset_index(drop=True), folds, params, extra)
     took = time.time() - t
     cmd = "nice .venv/bin/python bench/interference_h200.py " + " ".join(sys.argv[1:])
     lines = [f"# Interference on a real H200, leave one workload out ({a.part})", "",
              f"Command: `{cmd.strip()}`  ", f"Machine: {machine()}  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",
-             f"Data: `{a.data}` ({len(pairs)} pairs, workloads {', '.join(names)}); other "
-             f"measurements in every fold's training (less the held-out workload's pairs): "
-             f"{', '.join(f'`{x}`' for x in extras) or 'none'}; folds: "
-             f"{', '.join(folds)}; mechanism {a.mechanism} (MPS form {a.mps_form}), step time "
+             data_line(a, pairs, names, extras, folds, sets if a.part == "pool" else [])
+             + f"; mechanism {a.mechanism} (MPS form {a.mps_form}), step time "
              f"{'dropped' if a.no_step else 'from the solo step'}; {took:.0f} s.", "",
-             *report(r, "Held-out rows"), *NOTES]
+             *report(r, "Held-out rows"),
+             *(per_set(r) if a.part == "pool" else []), *NOTES]
     text = "\n".join(lines)
     print(text)
     if a.out != "-":

@@ -115,7 +115,7 @@ def test_save_load_roundtrip_and_no_pickle(fitted, pairs, tmp_path):
     names = sorted(p.name for p in tmp_path.iterdir())
     assert names == ["manifest.json", "point.txt"]
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["schema_version"] == 3 and manifest["features"] == fitted.feature_names_
+    assert manifest["schema_version"] == 4 and manifest["features"] == fitted.feature_names_
     loaded = InterferenceModel.load(tmp_path)
     pd.testing.assert_frame_equal(loaded.predict(pairs), fitted.predict(pairs))
 

@@ -16,7 +16,8 @@ extender run from commit REF's tree (git archive), in the same run: a before/aft
 shares the machine's load round by round.
 
 Usage: python bench/scheduler_overhead.py [--nodes 1000 5000] [--rounds 12] [--pods 20]
-       [--compare REF] [--out bench/results/scheduler_overhead.md] [--profile DIR]  (py-spy of the
+       [--compare REF] [--percentage P] [--out bench/results/scheduler_overhead.md]
+       [--profile DIR]  (py-spy of the
        extender's GIL holder, when py-spy is installed: a dev tool, not a project dependency;
        it still perturbs the extender, so the table comes from runs without it)
 """
@@ -105,7 +106,8 @@ def extender_latency(url: str) -> dict[str, tuple[float, float]]:
 
 
 def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: float,
-             profile_dir: Path | None, base_root: Path | None = None) -> dict:
+             profile_dir: Path | None, base_root: Path | None = None,
+             percentage: int | None = None) -> dict:
     cp = ControlPlane(bin_dir).start()
     ext = spy = echo = base_ext = None
     keys = {**KEYS, BASE: "base"} if base_root is not None else KEYS
@@ -131,11 +133,12 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
             except httpx.TransportError:
                 assert time.time() < deadline and echo.poll() is None, "echo extender not up"
                 time.sleep(0.1)
-        base = {PLAIN: cp.start_scheduler("plain", None, PLAIN),
-                ECHO: cp.start_scheduler("echo", f"http://127.0.0.1:{echo_port}", ECHO),
-                EXT: cp.start_scheduler("ext", url, EXT)}
+        pct = {"percentage": percentage}
+        base = {PLAIN: cp.start_scheduler("plain", None, PLAIN, **pct),
+                ECHO: cp.start_scheduler("echo", f"http://127.0.0.1:{echo_port}", ECHO, **pct),
+                EXT: cp.start_scheduler("ext", url, EXT, **pct)}
         if base_root is not None:
-            base[BASE] = cp.start_scheduler("base", urls[BASE], BASE)
+            base[BASE] = cp.start_scheduler("base", urls[BASE], BASE, **pct)
         spy_bin = shutil.which("py-spy") or shutil.which("py-spy", path=str(
             Path(sys.executable).parent))
         if profile_dir is not None and spy_bin:
@@ -232,7 +235,7 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
         "round), each scheduler going first in turn, pods created one after another by one "
         f"client. {'Four' if args.compare else 'Three'} kube-schedulers run at once against "
         "the same apiserver, all from `deploy/kube-scheduler-config.yaml` (profile "
-        f"percentageOfNodesToScore: {_percentage()}): without the "
+        f"percentageOfNodesToScore: {_percentage(args.percentage)}): without the "
         "extender stanza, with it pointed at `bench/echo_extender.py` (passes every node, "
         "scores 0: what any extender costs kube-scheduler itself, same HTTP stack), and with "
         "it pointed at `foresight serve --only extender` (fallback scoring, no models), which "
@@ -290,13 +293,15 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
     return "\n".join(lines) + "\n"
 
 
-def _percentage() -> str:
-    """The shipped profile's percentageOfNodesToScore ('unset': kube-scheduler's adaptive
-    default, 50 - nodes/125 percent, at least 5%)."""
+def _percentage(override: int | None) -> str:
+    """The profile's percentageOfNodesToScore, the shipped one unless --percentage says
+    ('unset': kube-scheduler's adaptive default, 50 - nodes/125 percent, at least 5%)."""
     import yaml
 
     from scheduler_hook.kube_local import SCHEDULER_CONFIG
 
+    if override is not None:
+        return f"{override} (--percentage)" if override else "unset (--percentage 0)"
     cfg = yaml.safe_load(SCHEDULER_CONFIG.read_text())
     prof = (cfg.get("profiles") or [{}])[0]
     value = prof.get("percentageOfNodesToScore", cfg.get("percentageOfNodesToScore"))
@@ -331,6 +336,9 @@ def main() -> None:
                     help="share of GPU milli bound before the run on every other node "
                     "(pods created with nodeName)")
     ap.add_argument("--profile", type=Path, default=None)
+    ap.add_argument("--percentage", type=int, default=None,
+                    help="percentageOfNodesToScore for every kube-scheduler instead of the "
+                    "shipped profile's (0: unset, kube-scheduler's adaptive default)")
     ap.add_argument("--compare", default=None, metavar="REF",
                     help="also run Foresight at commit REF (a fourth kube-scheduler)")
     args = ap.parse_args()
@@ -342,7 +350,7 @@ def main() -> None:
     rows = []
     for n in args.nodes:
         rows.append(run_size(bin_dir, n, args.rounds, args.pods, args.fill, args.profile,
-                             base_root))
+                             base_root, args.percentage))
         print(rows[-1], flush=True)
     text = report(rows, args, machine_text)
     args.out.write_text(text)

@@ -327,7 +327,7 @@ class Scorer:
                     why = res.violation_reason
                     msgs = res.violation_messages(idx) if res.violation_messages else \
                         [why(j) for j in idx]
-                    new = dict(zip(np.array(known, dtype=object)[idx].tolist(), msgs))
+                    new = dict(zip([known[j] for j in idx], msgs))
                     if res.unresolvable:
                         unres = {**new, **unres}
                     else:
@@ -370,14 +370,13 @@ class Scorer:
             values["fragmentation"] = values_from_increase(values["fragmentation"])
         failed: dict[str, str] = {}
         unres: dict[str, str] = {}
-        known_arr: np.ndarray | None = None
         for name in [c.name for c in local] + [CAPACITY]:
             viol = cache.violated[name][rows]
             if viol.any():
-                if known_arr is None:
-                    known_arr = np.array(known, dtype=object)
                 target = unres if cache.unresolvable[name] else failed
-                for n, m in zip(known_arr[viol].tolist(), cache.messages[name][rows[viol]].tolist()):
+                # the violating names only: an object array of every name costs more
+                for n, m in zip([known[j] for j in np.flatnonzero(viol).tolist()],
+                                cache.messages[name][rows[viol]].tolist()):
                     target.setdefault(n, m)
         for n in [n for n in failed if n in unres] if unres else ():
             del failed[n]

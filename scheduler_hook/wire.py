@@ -81,7 +81,7 @@ class ArgsParser:
 
     MIN_NAMES = 64  # short lists are cheap to parse: not worth remembering
 
-    def __init__(self, keep: int = 4) -> None:
+    def __init__(self, keep: int = 8) -> None:
         self.keep = keep
         self._known: list[tuple[bytes, tuple[str, ...]]] = []  # (array bytes, names), newest last
 

@@ -68,7 +68,8 @@ def label(r: dict) -> str:
     """The policy as the tables name it: topology variants carry their hold count."""
     out = r["policy"]
     if r.get("hold"):
-        out += f" hold {r['hold']}" + (" (most room)" if r.get("hold_pick") == "free" else "")
+        pick = {"free": " (most room)", "collect": " (collect)"}.get(r.get("hold_pick"), "")
+        out += f" hold {r['hold']}{pick}"
     if r.get("keep", "none") != "none":
         out += f" keep {r['keep']}"
     return out + (" regrow" if r.get("regrow") else "")
@@ -203,7 +204,7 @@ def main() -> None:
     ap.add_argument("--spread-block", type=float, default=1.6)
     ap.add_argument("--hold", type=int, default=0,
                     help="waiting gangs that hold a rack (topology policies)")
-    ap.add_argument("--hold-pick", choices=("predicted", "free"), default="predicted",
+    ap.add_argument("--hold-pick", choices=("predicted", "free", "collect"), default="predicted",
                     help="which rack a waiting gang holds")
     ap.add_argument("--keep", choices=("none", "flat", "forecast"), default="none",
                     help="keep whole racks free for the gang demand of this forecast")

@@ -10,8 +10,9 @@ forecast gang demand; null: none kept).
 The first pod of a gang goes to the smallest domain (the asked level, or a level nested in it)
 that can take the whole gang now; with a preferred level and no such domain, to the smallest
 domain the predicted departures free for it soon (scores.topology_prospect); later pods go where
-their gang-mates run or are bound. With a required level (Kueue `podset-required-topology`, KAI `topology-required-placement`) the other
-domains are filtered out, each with its reason; with a preferred one they only score lower.
+their gang-mates run or are bound. With a required level (Kueue `podset-required-topology`, KAI
+`topology-required-placement`) the other domains are filtered out, each with its reason; with a
+preferred one they only score lower.
 Pods in no gang score by `keep_level` when it is set and a demand forecast is fresh (the
 domains kept free for gangs score 0); otherwise they, and gangs whose level no node carries,
 score a constant (left out of the mean).

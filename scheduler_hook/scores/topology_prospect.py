@@ -16,7 +16,8 @@ import numpy as np
 
 SOON_S = 1800.0  # `topology.soon_s`: the horizon when the gang pod's run time is not predicted
 # `topology.spread_slowdown`: the replay's spread_rack default, inside the quartiles of Gavel's
-# (OSDI'20) measured consolidated / unconsolidated throughput on P100 (simulator/timeline/topology.py)
+# (OSDI'20) measured consolidated / unconsolidated throughput on P100
+# (simulator/timeline/topology.py)
 SPREAD_SLOWDOWN = 1.3
 
 

@@ -22,8 +22,8 @@ Policies, all with FGD choosing the node inside whatever set of nodes they allow
   predicted departures (run-time p50 of the running jobs) free first, as long as the time
   already waited plus that predicted wait stays under what spreading would add to its run
   (predicted run time x (slowdown - 1)); else it spreads (a wait is never longer than the cost
-  it avoids, however wrong the prediction: the ski-rental bound). Single pods go first to racks that cannot hold a gang anyway (whole racks stay free
-  for gangs: fragmentation per domain).
+  it avoids, however wrong the prediction: the ski-rental bound). Single pods go first to racks
+  that cannot hold a gang anyway (whole racks stay free for gangs: fragmentation per domain).
 - ``topology-elastic``: ``topology``, and a gang that no rack holds whole starts in the rack that
   holds most of it if that is at least half its pods (`foresight.io/gang-min` = half, assumed);
   the same work then runs on fewer pods, longer (linear scaling, an assumption).
@@ -76,7 +76,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
     ``hold``: how many waiting gangs hold a rack (see the module doc), the rack the predicted
-    departures free first (``hold_pick`` "predicted") or the one with most room now ("free");
+    departures free first (``hold_pick`` "predicted"), the one with most room now ("free"), or
+    no rack: the whole-free nodes of the block with most of them, up to the gang ("collect");
     ``reserved``: the gang demand forecast (``.at(t)`` GPUs, simulator.timeline.forecast): single
     pods keep off the whole-free racks that hold it (scores.topology_prospect.keep_free) unless
     pending longer than the reservation's hold bound; ``regrow`` (elastic): a gang started smaller
@@ -162,10 +163,19 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def hold_rack(j: int, now: float) -> None:
         """Gang j holds the rack predicted to hold it first among those not held yet; the
         hold stays until j starts, its predicted start time is refreshed each pass."""
+        if hold_pick == "collect":  # every whole-free node of the block with most, up to p
+            g, p = int(jobs.gpus[j]), int(jobs.pods[j])
+            mine = np.flatnonzero((c.whole >= g) & ((held_by < 0) | (held_by == j)))
+            if len(mine):
+                b = int(np.argmax(np.bincount(block[mine], minlength=nb)))
+                take = mine[block[mine] == b][:p]
+                held_by[take], held_t[take] = j, now
+            holds.setdefault(j, -1)
+            return
         t = rack_times(j, now)
         r = holds.get(j)
         if r is None:
-            t[list(holds.values())] = np.inf
+            t[[v for v in holds.values() if v >= 0]] = np.inf
             if hold_pick == "free":  # the rack with the most room now: fewest pods to drain
                 room = np.bincount(rack, weights=slots_now(int(jobs.gpus[j])), minlength=nr)
                 r = int(np.lexsort((t, -room))[0])

@@ -62,7 +62,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                     r["gang_semantics"], r["days"]) for r in _load()
                                    if r.get("runtime_quantile", "p90") == a.runtime_quantile
                                    and r.get("quantile", "p90") == a.quantile
-                                   and r.get("max_hold_s") == a.max_hold}
+                                   and r.get("max_hold_s") == a.max_hold
+                                   and r.get("drain_jobs", "all") == _drain_label(a)}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -75,13 +76,13 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                 cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
                                  load=a.load, policies=group, horizon=a.horizon,
                                  quantile=a.quantile, runtime_quantile=a.runtime_quantile,
-                                 max_hold_s=a.max_hold)
+                                 max_hold_s=a.max_hold, drain_jobs=a.drain_jobs)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
                     r.update(phase=a.phase, days=a.days, horizon=a.horizon,
                              quantile=a.quantile, runtime_quantile=a.runtime_quantile,
-                             max_hold_s=a.max_hold, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             max_hold_s=a.max_hold, drain_jobs=_drain_label(a), load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -94,6 +95,10 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                               f"{prof} arrivals, seed {seed}, {a.days:g} days ("
                               + ("no gang semantics" if a.no_gang else "gangs all-or-nothing")
                               + ")")
+
+
+def _drain_label(a: argparse.Namespace) -> int | str:
+    return "all" if a.drain_jobs is None else a.drain_jobs
 
 
 def _mean(xs: list) -> float:
@@ -210,9 +215,10 @@ def write(phase: str, command: str, notes: Path | None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
-                                        "final28b"), default="dev",
+                                        "final28b", "dev28c", "final28c"), default="dev",
                     help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
-                         "dev28b / final28b: the second try (open lent nodes, hold bound)")
+                         "dev28b / final28b: the second try (open lent nodes, hold bound); "
+                         "dev28c / final28c: the third (targeted draining)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -225,6 +231,9 @@ def main() -> None:
     ap.add_argument("--max-hold", type=float, default=None,
                     help="backfill: seconds a pod is held off reserved nodes at most "
                          "(default: the component's reservation_max_hold_s; 0: no bound)")
+    ap.add_argument("--drain-jobs", type=int, default=None,
+                    help="draining policies: plan for the first N pending big jobs (default: "
+                         "all: conservative backfilling)")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")
@@ -235,7 +244,7 @@ def main() -> None:
     a = ap.parse_args()
     if not a.table_only:
         run(a)
-    if not a.phase.endswith("28b"):  # bench/replay_timeline_backfill.py tables those
+    if not a.phase.endswith(("28b", "28c")):  # bench/replay_timeline_backfill.py tables those
         write(a.phase, "nice .venv/bin/python bench/replay_timeline.py " +
               " ".join(sys.argv[1:]), a.notes)
 

@@ -1,6 +1,11 @@
 """Issue 28's table: reservation with predicted backfill against fgd, the fence, the flat
 input at equal mean and the oracle, with the "Done when" checks computed from the runs.
 
+Runs (third try, targeted draining, phase final28c): nice .venv/bin/python \
+          bench/replay_timeline.py --phase final28c --seeds 100-104 --profiles dlrm --days 2 \
+          --policies foresight-drain,drain-pending,drain-flat,drain-oracle [choices: see
+          bench/replay_timeline_backfill_notes.md]  (and helios); `fgd` / `foresight-flat`
+          are read from final28 / final28b (unchanged policies).
 Runs (second try, phase final28b): nice .venv/bin/python bench/replay_timeline.py \
           --phase final28b --seeds 100-104 --profiles dlrm --days 2 --runtime-quantile p50 \
           --policies foresight-backfill,backfill-flat,oracle  (and helios); `fgd` and
@@ -9,7 +14,7 @@ Runs (second try, phase final28b): nice .venv/bin/python bench/replay_timeline.p
 First try: the same with --phase final28 and every policy.
 Table: nice .venv/bin/python bench/replay_timeline_backfill.py [--notes FILE]
 Reads the cached runs (bench/results/replay_timeline_runs.jsonl, phases dev28, final28,
-dev28b, final28b) and writes bench/results/replay_timeline_backfill.md.
+dev28b, final28b, dev28c, final28c) and writes bench/results/replay_timeline_backfill.md.
 """
 from __future__ import annotations
 
@@ -30,9 +35,14 @@ RESULTS = ROOT / "bench" / "results"
 CACHE = RESULTS / "replay_timeline_runs.jsonl"
 ACC = RESULTS / "replay_timeline_backfill_accuracy.json"
 POLS = ("fgd", "foresight-flat", "foresight-backfill", "backfill-flat", "oracle")
+# the third try (phases dev28c / final28c): targeted draining; its new policy, the same fed a
+# flat level of equal mean and fed the truth, per try
+DRAIN_POLS = ("fgd", "foresight-flat", "foresight-drain", "drain-pending", "drain-flat",
+              "drain-oracle")
+ROLES = {"b": ("foresight-backfill", "backfill-flat", "oracle", POLS),
+         "c": ("foresight-drain", "drain-flat", "drain-oracle", DRAIN_POLS)}
 CLASSES = ("frac", "1", "2-4", "8", "gang")
 SMALL = ("frac", "1", "2-4")
-NEW = "foresight-backfill"
 
 
 def _m(xs) -> float:
@@ -49,8 +59,13 @@ def unstarted(r: dict) -> int:
     return sum(r[g]["unstarted"] for g in SMALL)
 
 
+def roles(phase: str) -> tuple:
+    return ROLES["c"] if phase.endswith("28c") else ROLES["b"]
+
+
 def table(runs: list[dict], phase: str) -> list[str]:
     out = []
+    pols = roles(phase)[3]
     for prof in sorted({r["profile"] for r in runs}):
         rs = [r for r in runs if r["profile"] == prof]
         seeds = sorted({r["seed"] for r in rs})
@@ -66,7 +81,7 @@ def table(runs: list[dict], phase: str) -> list[str]:
                 "unstarted | alloc % | reserved GPUs | backfilled / overran / aged (took) | "
                 "run-time MAE, "
                 "coverage | runs |", "|---" * 14 + "|"]
-        for p in POLS:
+        for p in pols:
             xs = [by[(p, s)] for s in seeds if (p, s) in by]
             if not xs:
                 continue
@@ -86,20 +101,22 @@ def table(runs: list[dict], phase: str) -> list[str]:
                 + (f" | {_m([a.get('mae_min') for a in acc]):.0f}, "
                    f"{_m([a.get('coverage') for a in acc]):.3f}" if any(acc) else " | ")
                 + f" | {len(xs)} |")
-        out += ["", *checks(by, seeds), ""]
+        out += ["", *checks(by, seeds, phase), ""]
     return out
 
 
-def checks(by: dict, seeds: list[int]) -> list[str]:
+def checks(by: dict, seeds: list[int], phase: str = "final28b") -> list[str]:
     """The issue's bounds, per seed and on the means, from the cached runs."""
-    both = [s for s in seeds if all((p, s) in by for p in POLS)]
+    new, flat, oracle, _ = roles(phase)
+    need = ("fgd", "foresight-flat", new, flat, oracle)
+    both = [s for s in seeds if all((p, s) in by for p in need)]
     if not both:
         return ["(no seed with every policy yet)"]
     f = [by[("fgd", s)] for s in both]
-    n = [by[(NEW, s)] for s in both]
+    n = [by[(new, s)] for s in both]
     fl = [by[("foresight-flat", s)] for s in both]
-    bfl = [by[("backfill-flat", s)] for s in both]
-    o = [by[("oracle", s)] for s in both]
+    bfl = [by[(flat, s)] for s in both]
+    o = [by[(oracle, s)] for s in both]
     mean = lambda xs, g: _m([p95(x, g) for x in xs])  # noqa: E731
     big = mean(n, "8+gang"), mean(f, "8+gang")
     lines = [f"Checks over seeds {both} (means over seeds; per seed in brackets):", ""]
@@ -123,7 +140,7 @@ def checks(by: dict, seeds: list[int]) -> list[str]:
     lines.append(f"- forecast vs flat at equal mean reserved GPUs ({res[0]:.0f} vs {res[1]:.0f}):"
                  f" mean-over-classes p95 {mc(n):.1f} vs {mc(bfl):.1f} min "
                  f"({'forecast better' if mc(n) < mc(bfl) else 'forecast NOT better'})")
-    for name, ref in (("foresight-flat", fl), ("backfill-flat", bfl)):
+    for name, ref in (("foresight-flat", fl), (flat, bfl)):
         gap = mean(ref, "8+gang") - mean(o, "8+gang")
         closed = (mean(ref, "8+gang") - big[0]) / gap if gap > 0 else float("nan")
         lines.append(f"- share of the {name} -> oracle gap on 8+gang p95 closed: "
@@ -134,12 +151,12 @@ def checks(by: dict, seeds: list[int]) -> list[str]:
     return lines
 
 
-def reused(runs: list[dict], new: list[dict]) -> list[dict]:
-    """The first try's `fgd` and `foresight-flat` runs of the seeds the second try ran and did
+def reused(runs: list[dict], new: list[dict], phases=("final28",)) -> list[dict]:
+    """The earlier tries' `fgd` and `foresight-flat` runs of the seeds a later try ran and did
     not rerun them (those policies are unchanged: tests/test_timeline_pin.py)."""
     have = {(r["profile"], r["seed"], r["days"], r["policy"]) for r in new}
     cases = {(r["profile"], r["seed"], r["days"]) for r in new}
-    return [r for r in runs if r["phase"] == "final28" and r["gang_semantics"]
+    return [r for r in runs if r["phase"] in phases and r["gang_semantics"]
             and r["policy"] in ("fgd", "foresight-flat")
             and (r["profile"], r["seed"], r["days"]) in cases
             and (r["profile"], r["seed"], r["days"], r["policy"]) not in have]
@@ -191,20 +208,28 @@ def main() -> None:
            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", ""]
     if a.notes and a.notes.exists():
         out += [a.notes.read_text().rstrip(), ""]
-    for phase, title in (("final28b", "Final seeds, second try (open lent nodes, hold bound)"),
+    for phase, title in (("final28c", "Final seeds, third try (targeted draining)"),
+                         ("dev28c", "Dev seeds, third try (choices)"),
+                         ("final28b", "Final seeds, second try (open lent nodes, hold bound)"),
                          ("dev28b", "Dev seeds, second try (choices)"),
                          ("final28", "Final seeds, first try"),
                          ("dev28", "Dev seeds, first try (choices)")):
         rs = [r for r in runs if r["phase"] == phase and r["gang_semantics"]]
         if phase == "final28b":
             rs += reused(runs, rs)
+        elif phase == "final28c":
+            rs += reused(runs, rs, ("final28", "final28b"))
+        elif phase == "dev28c":
+            rs += reused(runs, rs, ("dev28b",))
         if phase.startswith("dev"):
             var = lambda r: (r.get("runtime_quantile", "p90"), r.get("quantile", "p90"),  # noqa
-                             r.get("max_hold_s"))
-            for v in sorted({var(r) for r in rs if r["policy"] != "fgd"}, key=str):
-                sub = [r for r in rs if var(r) == v or r["policy"] == "fgd"]
+                             r.get("max_hold_s"), r.get("drain_jobs", "all"))
+            ref = ("fgd", "foresight-flat") if phase == "dev28c" else ("fgd",)
+            for v in sorted({var(r) for r in rs if r["policy"] not in ref}, key=str):
+                sub = [r for r in rs if var(r) == v or r["policy"] in ref]
                 label = f"run-time quantile {v[0]}" if phase == "dev28" else \
-                    f"run-time {v[0]}, forecast {v[1]}, hold bound {v[2]} s"
+                    f"run-time {v[0]}, forecast {v[1]}, hold bound {v[2]} s" + (
+                        f", drain for {v[3]} pending big jobs" if phase == "dev28c" else "")
                 out += [f"## {title}: {label}", "", *table(sub, phase)]
         elif rs:
             out += [f"## {title}", "", *table(rs, phase)]

@@ -34,10 +34,12 @@ class DrainGate:
     """Per-node masks of where a pod may go under the drain plan."""
 
     def __init__(self, cluster, jobs, runtime_s: np.ndarray, horizon_s: float,
-                 max_hold_s: float = 0.0, big_gpus: int = 8) -> None:
+                 max_hold_s: float = 0.0, plan_jobs: int | None = None, big_gpus: int = 8
+                 ) -> None:
         self.cluster, self.jobs = cluster, jobs
         self.pred = np.asarray(runtime_s, float)
         self.horizon_s, self.max_hold_s, self.big_gpus = horizon_s, max_hold_s, big_gpus
+        self.plan_jobs = plan_jobs  # drain for the first this many pending big jobs (None: all)
         n, g = cluster.shape
         self.rows = np.flatnonzero(cluster.nodes.gpus >= big_gpus)
         self.slot_end = np.where(cluster.slot_exists, -np.inf, np.inf)
@@ -109,6 +111,7 @@ class DrainGate:
         t = drain_times(end, self.big_gpus, now)
         j = self.jobs
         queue = sorted(self.pending, key=lambda x: (-int(j.priority[x]), x))
+        queue = queue[:self.plan_jobs] if self.plan_jobs is not None else queue
         shadow, owner = plan_shadows(t, [int(j.pods[x]) for x in queue],
                                  self.reserved / self.big_gpus, self.horizon_s, now)
         self.shadow = np.full(len(self.cluster.nodes), np.inf)

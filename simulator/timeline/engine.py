@@ -55,7 +55,8 @@ class _Gangs:
 def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
                  reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
                  reserve_for: str = "gang", seed: int = 0, runtime_s=None,
-                 max_hold_s: float | None = None) -> TimelineResult:
+                 max_hold_s: float | None = None, drain_jobs: int | None = None
+                 ) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -66,6 +67,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     backfilling policies believe (a prediction, or the truth for the oracle).
     ``max_hold_s``: backfilling policies, a pod pending longer may use reserved nodes (the
     component's `held_too_long`; None: its default, 0: no bound); the others hold with no bound.
+    ``drain_jobs``: draining policies, plan for the first this many pending big jobs (None: all).
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -82,7 +84,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         raise ValueError(f"policy {policy} needs predicted run times")
     hold = (MAX_HOLD_S if max_hold_s is None else max_hold_s) if backfill else 0.0
     if placer.drain:  # issue 28's targeted draining answers the same gate questions
-        gate = DrainGate(c, jobs, runtime_s, reserved.horizon_s, hold)
+        gate = DrainGate(c, jobs, runtime_s, reserved.horizon_s, hold, drain_jobs)
     else:
         gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0,
                                max_hold_s=hold) if placer.reserve else None

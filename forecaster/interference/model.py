@@ -14,9 +14,6 @@ workloads it is conservative). Schema 1 artifacts (a separate quantile booster) 
 """
 from __future__ import annotations
 
-import hashlib
-import inspect
-import json
 from pathlib import Path
 
 import lightgbm as lgb
@@ -25,6 +22,7 @@ import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
 from ground.errors import ForesightError
+from forecaster.interference.artifact import load_model, save_model
 from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal, fit_scale,
                                                 margin_scale, scaled_margin)
 from forecaster.interference.features import (directed, numeric_features, pair_columns,
@@ -34,10 +32,6 @@ from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,
 from forecaster.interference.mechanism import SharingMechanism
 from forecaster.interference.solo import fill_solo, solo_table
 
-SCHEMA_VERSION = 4
-# 1: p10 from a quantile booster (p10.txt); 2: conformal margin on point; 3: + mechanism part;
-# 4: + the margin's learned scale (scale.txt)
-_SCHEMAS = (1, 2, 3, 4)
 _CATEGORICAL = ["gpu_model", "sharing"]
 _ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1, "mech_speed": 1}
 #: Single-workload calibration groups up to this many workloads, _MANY_GROUPS beyond: each
@@ -54,7 +48,7 @@ class InterferenceModel:
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05,
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
-                 mps_form: str = "priority",
+                 mps_form: str = "priority", margin: str = "scaled",
                  n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
@@ -65,11 +59,14 @@ class InterferenceModel:
         self.use_identity = use_identity
         self.mechanism = mechanism
         self.mps_form = mps_form
+        self.margin = margin  # "scaled" (learned scale, conformal.fit_scale) or "band"
         self.n_threads = n_threads
         self.seed = seed
 
     # ------------------------------------------------------------------ fitting
     def fit(self, pairs: pd.DataFrame) -> "InterferenceModel":
+        if self.margin not in ("scaled", "band"):
+            raise ForesightError(f"margin must be 'scaled' or 'band', not {self.margin!r}")
         pairs = validate_pairs(pairs, require_targets=True)
         d = directed(pairs)
         d = d[d["y"].notna()].reset_index(drop=True)  # unmeasured sides teach nothing
@@ -224,7 +221,7 @@ class InterferenceModel:
             if (bands == b).sum() >= MIN_BAND_SCORES:
                 self.band_offsets_[str(b)] = conformal(sc[bands == b], self.alpha)
         self.scale_, self.scale_q_ = None, 0.0
-        if on.any():
+        if on.any() and self.margin == "scaled":
             fitted = fit_scale(np.column_stack([np.vstack(mats)[on], chosen[on]]),
                                (chosen - yb)[on], np.concatenate(gids)[on], self.alpha,
                                self.seed, self.n_threads)
@@ -357,84 +354,8 @@ class InterferenceModel:
 
     # ----------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:
-        out = Path(path)
-        out.mkdir(parents=True, exist_ok=True)
-        texts = {"point.txt": self.point_.model_to_string()}
-        if self.p10_ is not None:
-            texts["p10.txt"] = self.p10_.model_to_string()
-        if self.scale_ is not None:
-            texts["scale.txt"] = self.scale_.model_to_string()
-        for name, text in texts.items():
-            (out / name).write_text(text)
-        body = {
-            "schema_version": SCHEMA_VERSION if self.p10_ is None else 1,
-            "kind": "interference",
-            "params": {k: getattr(self, k) for k in (
-                "n_estimators", "learning_rate", "num_leaves", "min_child_samples", "alpha",
-                "n_folds", "use_identity", "mechanism", "n_threads", "seed")},
-            "mechanism": self.mechanism_.to_json() if self.mechanism_ is not None else None,
-            "band_offsets": self.band_offsets_, "base": self.base_, "solo": self.solo_,
-            "scale_q": self.scale_q_,
-            "blend": self.blend_,
-            "features": self.feature_names_, "side_features": self.side_features_,
-            "categories": self.categories_, "identity": self.identity_,
-            "encoder": self.encoder_.to_json() if self.encoder_ is not None else None,
-            "conformal_offset": self.offset_, "speed_cap": self.cap_, "metrics": self.metrics_,
-            "files": {n: hashlib.sha256(t.encode()).hexdigest() for n, t in texts.items()},
-        }
-        body["checksum"] = _digest(body)
-        (out / "manifest.json").write_text(json.dumps(body, indent=1, sort_keys=True))
-        return out
+        return save_model(self, path)
 
     @classmethod
     def load(cls, path: str | Path) -> "InterferenceModel":
-        src = Path(path)
-        try:
-            body = json.loads((src / "manifest.json").read_text())
-        except FileNotFoundError:
-            raise ForesightError(f"no manifest.json in model directory {src}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            raise ForesightError(f"manifest.json in {src} is not valid JSON") from None
-        if not isinstance(body, dict) or body.get("kind") != "interference":
-            raise ForesightError(f"{src} does not hold an interference model")
-        if body.get("schema_version") not in _SCHEMAS:
-            raise ForesightError(f"interference model schema {body.get('schema_version')!r} "
-                                 f"is not supported (expected one of {_SCHEMAS})")
-        if body.get("checksum") != _digest({k: v for k, v in body.items() if k != "checksum"}):
-            raise ForesightError(f"manifest.json in {src} fails its checksum (tampered?)")
-        texts = {}
-        files = body.get("files") or {}
-        # only the known file names: a manifest never makes us read another path
-        for name in ["point.txt"] + (["p10.txt"] if body["schema_version"] == 1 else []) \
-                + (["scale.txt"] if "scale.txt" in files else []):
-            try:
-                texts[name] = (src / name).read_text()
-            except (FileNotFoundError, UnicodeDecodeError):
-                raise ForesightError(f"model file {name} missing or unreadable in {src}") from None
-            if hashlib.sha256(texts[name].encode()).hexdigest() != files.get(name):
-                raise ForesightError(f"model file {name} in {src} fails its checksum (tampered?)")
-        known = inspect.signature(cls).parameters  # schema 1 had a calib_fraction
-        m = cls(**{k: v for k, v in body["params"].items() if k in known})
-        m.point_ = lgb.Booster(model_str=texts["point.txt"])
-        m.p10_ = lgb.Booster(model_str=texts["p10.txt"]) if "p10.txt" in texts else None
-        m.scale_ = lgb.Booster(model_str=texts["scale.txt"]) if "scale.txt" in texts else None
-        m.scale_q_ = float(body.get("scale_q", 0.0))
-        m.feature_names_ = body["features"]
-        m.side_features_ = body["side_features"]
-        m.categories_ = body["categories"]
-        m.identity_ = body["identity"]
-        m.encoder_ = IdentityEncoder.from_json(body["encoder"]) if body["encoder"] else None
-        m.offset_ = body["conformal_offset"]
-        mech = body.get("mechanism")  # schema < 3: no structured part
-        m.mechanism_ = SharingMechanism.from_json(mech) if mech else None
-        m.band_offsets_ = body.get("band_offsets") or {}
-        m.blend_ = body.get("blend", "residual")
-        m.base_ = float(body.get("base", 0.0))
-        m.solo_ = body.get("solo") or {}
-        m.cap_ = float(body.get("speed_cap", 2.0))  # schema 1 clipped at the contract's 2
-        m.metrics_ = body["metrics"]
-        return m
-
-
-def _digest(body: dict) -> str:
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        return load_model(cls, path)

@@ -77,11 +77,25 @@ def label(r: dict) -> str:
 
 def report() -> None:
     rows = [json.loads(x) for x in RUNS.read_text().splitlines()] if RUNS.exists() else []
-    runs = sorted({(r.get("date", "before 2026-11-26 10:00 UTC"), r.get("machine", "2 shared cores"
-                    " (machine line not recorded then)"), r.get("command", "")) for r in rows})
+    by_cmd: dict[str, list[dict]] = {}
+    for r in rows:
+        by_cmd.setdefault(r.get("command", ""), []).append(r)
+    runs = []
+    for cmd, rs in by_cmd.items():
+        dates = sorted(r.get("date", "2026-11-26 09:44 UTC") for r in rs)
+        load = [float(r["machine"].split("load average ")[1].split(" ")[0]) for r in rs
+                if "machine" in r]
+        mach = rs[0].get("machine", "2 shared cores (machine line not recorded then)")
+        mach = mach.split("; load average")[0] + (
+            f"; 1-min load average {min(load)}-{max(load)}" if load else "")
+        runs.append((dates[0] + (f" to {dates[-1][11:]}" if dates[-1] != dates[0] else ""),
+                     mach, cmd or "the first final runs (arguments not recorded)"))
+    runs.sort()
     out = ["# Topology-aware gangs: replay over time (issue 31)", "",
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
-           "--seeds S --days 2 --load L --phase dev|final|elastic [--policies P] [--hold K]`",
+           "--seeds S --days 2 --load L --phase dev|final|elastic|elastic-dev [--policies P] "
+           "[--hold K] [--hold-pick predicted|free|collect] [--keep none|flat|forecast] "
+           "[--regrow]`",
            f"- report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
            "bench/results/topology_runs.jsonl; the runs (date, machine, arguments):"]
     out += [f"  - {d}: {m}; `{c}`" for d, m, c in runs]
@@ -92,7 +106,12 @@ def report() -> None:
             "`spread_block` x: parameters; where the defaults come from is below (The slowdown "
             "of a spread gang)",
             "- `hold K`: the first K waiting gangs each hold the rack predicted to free first "
-            "for them (EASY backfill per rack); hold 0 is the policy without it",
+            "(`(most room)`: the rack with most room now; `(collect)`: the whole-free nodes of "
+            "one block) until they start (EASY backfill per rack); hold 0 is the policy "
+            "without it; `topology-rechosen`: the first hold variant (10:44-10:49 UTC), whose "
+            "rack was re-chosen every pass; `keep flat|forecast`: single pods keep off the "
+            "racks kept whole-free for that gang demand forecast; `regrow`: elastic gangs "
+            "grow when their rack has room",
             "- times in minutes over the jobs arriving in the measured window; a job that never "
             "started counts with its wait until the window's end (a floor)", ""]
     for phase in ("dev", "final"):
@@ -180,17 +199,17 @@ def ratios(sel: list[dict]) -> list[str]:
     for key in sorted({case(r) for r in sel}):
         same = [r for r in sel if case(r) == key]
         base = {r["policy"]: r for r in same if r["policy"] in ("fgd", "required")}
-        if len(base) < 2:
+        if "fgd" not in base:
             continue
-        f, q = base["fgd"], base["required"]
+        f, q = base["fgd"], base.get("required")
         for r in same:
             if r["policy"] in base:
                 continue
             t = r["gang_jct_p95_min"]
             d1 = r["one_gpu_jct_p95_min"] - f["one_gpu_jct_p95_min"]
+            vs_q = f"{t / q['gang_jct_p95_min']:.2f}" if q else "-"
             out.append(f"| {key[0]} | {key[1]} | {key[2]} | {label(r)} | "
-                       f"{t / f['gang_jct_p95_min']:.2f} | {t / q['gang_jct_p95_min']:.2f} | "
-                       f"{d1:+.1f} |")
+                       f"{t / f['gang_jct_p95_min']:.2f} | {vs_q} | {d1:+.1f} |")
     return out + [""]
 
 

@@ -104,6 +104,7 @@ def main() -> None:
     hook.providers.set("demand", Demand())
     keep = interleaved(hook, st, names, on, off, "k")
     cfg["topology"] = {**cfg["topology"], "keep_level": None}
+    hook.providers.set("demand", None)  # the gang cases as before: no demand forecast
     req = gangs(hook, st, names, {"kueue.x-k8s.io/podset-required-topology": RACK}, 4, 80, "g")
     hook.providers.set("runtime", Runtime())
     pref = gangs(hook, st, names, {"kueue.x-k8s.io/podset-preferred-topology": RACK}, 16, 48,

@@ -218,10 +218,11 @@ class TopologyGang:
         hit = self._kept
         if hit is None or hit[0] != key:
             ok = st.live & st.schedulable
-            whole = np.where(ok, (st.usable & (st.free_milli >= 1000)).sum(axis=1), 0)
+            whole = np.where(ok, np.count_nonzero(st.usable & (st.free_milli >= 1000), axis=1), 0)
             reserved = float(model.reserved_whole_gpus())
-            kept, share, nk = prospect.keep_free(dom.codes[level], whole,
-                                                 np.where(ok, st.usable.sum(axis=1), 0), reserved)
+            kept, share, nk = prospect.keep_free(
+                dom.codes[level], whole, np.where(ok, np.count_nonzero(st.usable, axis=1), 0),
+                reserved)
             hit = self._kept = (key, np.where(kept, 0.0, 1.0 - 0.5 * share), kept, nk, reserved)
         _, value, kept, nk, reserved = hit
         rows, codes = ctx.rows, dom.codes[level][ctx.rows]

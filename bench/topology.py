@@ -48,7 +48,8 @@ def run(a: argparse.Namespace) -> None:
                 res = run_topology(nodes, jobs, pol, t0, t1, runtime_p50=pred,
                                    spread_rack=a.spread_rack, spread_block=a.spread_block,
                                    seed=seed, hold=a.hold, hold_pick=a.hold_pick,
-                                   reserved=reserved, regrow=a.regrow)
+                                   reserved=reserved, regrow=a.regrow,
+                                   reserve_nodes=a.reserve_nodes)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
                            spread_rack=a.spread_rack, spread_block=a.spread_block,
@@ -56,6 +57,7 @@ def run(a: argparse.Namespace) -> None:
                            hold_pick=a.hold_pick,
                            keep=a.keep if pol.startswith("topology") else "none",
                            regrow=a.regrow and pol == ELASTIC,
+                           reserve_nodes=a.reserve_nodes and pol.startswith("topology"),
                            machine=machine(), command=" ".join(sys.argv[1:]),
                            date=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
                 print(json.dumps(row), flush=True)
@@ -72,6 +74,8 @@ def label(r: dict) -> str:
         out += f" hold {r['hold']}{pick}"
     if r.get("keep", "none") != "none":
         out += f" keep {r['keep']}"
+    if r.get("reserve_nodes"):
+        out += " + node reservation"
     return out + (" regrow" if r.get("regrow") else "")
 
 
@@ -227,6 +231,9 @@ def main() -> None:
                     help="which rack a waiting gang holds")
     ap.add_argument("--keep", choices=("none", "flat", "forecast"), default="none",
                     help="keep whole racks free for the gang demand of this forecast")
+    ap.add_argument("--reserve-nodes", action="store_true",
+                    help="with --keep: single pods also held off the empty nodes issue 28's "
+                    "reservation keeps for the gang demand")
     ap.add_argument("--regrow", action="store_true",
                     help="elastic gangs started smaller grow when their rack has room")
     ap.add_argument("--phase", choices=("dev", "final", "elastic", "elastic-dev"),

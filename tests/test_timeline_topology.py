@@ -143,3 +143,32 @@ def test_elastic_gang_regrows_when_its_rack_frees_and_finishes_sooner():
     end = 1.0 + grown["run"][2]
     assert big_work_gpu_h(jobs, grown, 0.0, end) == pytest.approx(
         big_work_gpu_h(jobs, static, 0.0, 1e6))
+
+
+class _Reserved:
+    """Gang demand forecast stand-in: ``gpus`` from t=0.5 on."""
+
+    def __init__(self, gpus: float) -> None:
+        self.gpus = gpus
+
+    def at(self, t: float) -> float:
+        return self.gpus if t >= 0.5 else 0.0
+
+
+def test_node_reservation_holds_a_single_off_the_empty_nodes_a_gang_needs():
+    # two long singles at t=0 in different racks (a split seed): no rack is whole-free, so the
+    # rack-level keep has nothing to keep; the empty nodes are the forecast gang's 16 GPUs
+    seed = _split_seed()
+    jobs = Jobs(np.array([0.0, 0.0, 1.0, 2.0]), np.array([1e6, 1e6, 1e5, 1e4]),
+                np.array([1, 1, 1, 2]), np.full(4, 8), np.full(4, 1000),
+                np.zeros(4, np.int64), np.zeros(4, np.int64), ("t",))
+    kw = dict(KW, rack_nodes=2, block_racks=1)
+    args = dict(seed=seed, runtime_p50=jobs.duration, reserved=_Reserved(16.0), **kw)
+    plain = run_topology(_nodes(), jobs, "topology", 0.0, 1e7, **args)
+    assert len({plain["nodes"][0][0] // 2, plain["nodes"][1][0] // 2}) == 2
+    assert plain["start"][2] == 1.0 and plain["start"][3] > 2.0  # the single took a node
+    held = run_topology(_nodes(), jobs, "topology", 0.0, 1e7, reserve_nodes=True, **args)
+    assert held["start"][3] == 2.0 and held["start"][2] > 2.0  # the gang got both
+    with pytest.raises(ValueError, match="reserved"):
+        run_topology(_nodes(), jobs, "topology", 0.0, 1e7, seed=seed,
+                     runtime_p50=jobs.duration, reserve_nodes=True, **kw)

@@ -52,6 +52,7 @@ from simulator.replay.cluster import MILLI
 from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
+from simulator.timeline.reserve import ReservationGate
 from simulator.timeline.workload import Jobs
 
 RACK, BLOCK = "foresight.io/replay-rack", "foresight.io/replay-block"
@@ -71,7 +72,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  spread_block: float = 1.6, rack_nodes: int = 16, block_racks: int = 8,
                  seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True,
                  hold: int = 0, hold_pick: str = "predicted", reserved=None,
-                 regrow: bool = False) -> dict:
+                 regrow: bool = False, reserve_nodes: bool = False) -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
@@ -82,7 +83,9 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pods keep off the whole-free racks that hold it (scores.topology_prospect.keep_free) unless
     pending longer than the reservation's hold bound; ``regrow`` (elastic): a gang started smaller
     takes free room in its rack after each pass until whole (PyTorch elastic scales up when
-    nodes join), and its remaining work runs on the larger size."""
+    nodes join), and its remaining work runs on the larger size; ``reserve_nodes``: single pods
+    are also held off empty nodes as issue 28's reservation holds them (simulator.timeline.reserve
+    ReservationGate, no hold bound) for the ``reserved`` gang GPUs."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -95,6 +98,9 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     rack, block = dom.codes[RACK], dom.codes[BLOCK]
     nr, nb = int(rack.max()) + 1, int(block.max()) + 1
     c = TimelineCluster(nodes)
+    if reserve_nodes and reserved is None:
+        raise ValueError("reserve_nodes needs the reserved gang GPUs (reserved=)")
+    gate = ReservationGate(c) if reserve_nodes and policy == "topology" else None
     placer = Placer("fgd")
     sel = np.flatnonzero((jobs.arrival >= t_start) & (jobs.arrival < t_end))
     placer.reset(c, trace_of(np.repeat(jobs.gpus[sel], jobs.pods[sel]),
@@ -224,6 +230,9 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 not held_too_long(now - float(jobs.arrival[j])):
             away = ~keep_free(rack, c.whole.astype(float), nodes.gpus.astype(float),
                               reserved.at(now))[0]
+            if gate is not None:  # and off the empty nodes issue 28's reservation keeps
+                gate.set_reserved(reserved.at(now))
+                away &= gate.allowed(1, False)
         if policy == "topology" and keep_racks:  # racks that cannot hold a 4x8 gang first
             rcap = np.bincount(rack, weights=c.whole // 8, minlength=nr)
             allowed = rcap[rack] < 4 if away is None else (rcap[rack] < 4) & away

@@ -57,7 +57,7 @@ def run(a: argparse.Namespace) -> None:
                            hold_pick=a.hold_pick,
                            keep=a.keep if pol.startswith("topology") else "none",
                            regrow=a.regrow and pol == ELASTIC,
-                           reserve_nodes=a.reserve_nodes and pol.startswith("topology"),
+                           reserve_nodes=a.reserve_nodes,
                            machine=machine(), command=" ".join(sys.argv[1:]),
                            date=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
                 print(json.dumps(row), flush=True)
@@ -202,12 +202,12 @@ def ratios(sel: list[dict]) -> list[str]:
     case = lambda r: (r["profile"], r["seed"], r["load"], r["spread_rack"])  # noqa: E731
     for key in sorted({case(r) for r in sel}):
         same = [r for r in sel if case(r) == key]
-        base = {r["policy"]: r for r in same if r["policy"] in ("fgd", "required")}
+        base = {label(r): r for r in same if label(r) in ("fgd", "required")}
         if "fgd" not in base:
             continue
         f, q = base["fgd"], base.get("required")
         for r in same:
-            if r["policy"] in base:
+            if label(r) in base:
                 continue
             t = r["gang_jct_p95_min"]
             d1 = r["one_gpu_jct_p95_min"] - f["one_gpu_jct_p95_min"]
@@ -242,6 +242,8 @@ def main() -> None:
                     help=f"among {', '.join(POLICIES)}, {ELASTIC}")
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args()
+    if a.reserve_nodes and a.keep == "none":
+        sys.exit("error: --reserve-nodes needs the gang demand forecast: --keep flat|forecast")
     t = time.time()
     report() if a.report_only else run(a)
     print(f"done in {time.time() - t:.0f} s", file=sys.stderr)

@@ -85,7 +85,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     takes free room in its rack after each pass until whole (PyTorch elastic scales up when
     nodes join), and its remaining work runs on the larger size; ``reserve_nodes``: single pods
     are also held off empty nodes as issue 28's reservation holds them (simulator.timeline.reserve
-    ReservationGate, no hold bound) for the ``reserved`` gang GPUs."""
+    ReservationGate) for the ``reserved`` gang GPUs, under any policy; pods pending longer than
+    the reservation's hold bound (300 s) are held off neither racks nor nodes."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -100,7 +101,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     c = TimelineCluster(nodes)
     if reserve_nodes and reserved is None:
         raise ValueError("reserve_nodes needs the reserved gang GPUs (reserved=)")
-    gate = ReservationGate(c) if reserve_nodes and policy == "topology" else None
+    gate = ReservationGate(c) if reserve_nodes else None  # any policy: fgd's is the ablation
     placer = Placer("fgd")
     sel = np.flatnonzero((jobs.arrival >= t_start) & (jobs.arrival < t_end))
     placer.reset(c, trace_of(np.repeat(jobs.gpus[sel], jobs.pods[sel]),
@@ -226,13 +227,14 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def try_single(j: int, now: float) -> list | None:
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
         away = None  # racks kept whole-free for the gang demand forecast (the extender's rule)
-        if policy == "topology" and reserved is not None and \
-                not held_too_long(now - float(jobs.arrival[j])):
-            away = ~keep_free(rack, c.whole.astype(float), nodes.gpus.astype(float),
-                              reserved.at(now))[0]
+        if reserved is not None and not held_too_long(now - float(jobs.arrival[j])):
+            if policy == "topology":
+                away = ~keep_free(rack, c.whole.astype(float), nodes.gpus.astype(float),
+                                  reserved.at(now))[0]
             if gate is not None:  # and off the empty nodes issue 28's reservation keeps
                 gate.set_reserved(reserved.at(now))
-                away &= gate.allowed(1, False)
+                ok = gate.allowed(1, False)
+                away = ok if away is None else away & ok
         if policy == "topology" and keep_racks:  # racks that cannot hold a 4x8 gang first
             rcap = np.bincount(rack, weights=c.whole // 8, minlength=nr)
             allowed = rcap[rack] < 4 if away is None else (rcap[rack] < 4) & away

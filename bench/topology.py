@@ -159,7 +159,7 @@ def elastic_table(sel: list[dict], title: str) -> list[str]:
            "| profile | seed | policy | gang wait p95 | gang JCT p95 | gang GPU-h done / day "
            "| big-job work GPU-h / day | gangs started smaller | gangs unstarted | "
            "1-GPU JCT p95 |", "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in sel:
+    for r in sorted(sel, key=lambda r: (r["profile"], r["seed"], label(r))):
         out.append(f"| {r['profile']} | {r['seed']} | {label(r)} | "
                    f"{r['gang_wait_p95_min']} | {r['gang_jct_p95_min']} | "
                    f"{r.get('gang_gpu_h_done_per_day')} | "

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the CLI; user errors become one line on stderr and a non-zero exit code."""
     try:
         # In non-standalone mode click returns the code of a `typer.Exit(code)` instead of raising
-        rv = app(args=argv, standalone_mode=False)
+        rv = app(args=argv, prog_name="foresight", standalone_mode=False)
         if isinstance(rv, int):
             return rv
     except ForesightError as exc:
@@ -59,13 +59,27 @@ def main(argv: list[str] | None = None) -> int:
         err_console.print("aborted")
         return 130
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
+        if isinstance(exc, _click_errors()):
+            ctx = getattr(exc, "ctx", None)
+            hint = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
+            err_console.print(f"[bold red]error:[/] {exc.format_message()}{hint}",
+                              soft_wrap=True)
             return exc.exit_code
         raise
     return 0
+
+
+def _click_errors() -> tuple[type, ...]:
+    """Click's usage-error class, both as `click` and as the copy newer typer releases vendor
+    (`typer._click`): a missing option raised the vendored one, which `click.ClickException`
+    does not match, and the user saw a traceback."""
+    found = []
+    for name in ("click.exceptions", "typer._click.exceptions"):
+        try:
+            found.append(importlib.import_module(name).ClickException)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
 
 
 if __name__ == "__main__":

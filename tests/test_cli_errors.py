@@ -122,3 +122,13 @@ def test_exit_codes_of_commands_reach_the_shell(monkeypatch):
     monkeypatch.setattr(cli, "app", probe)
     assert cli.main(["fail", "--code", "4"]) == 4
     assert cli.main(["ok"]) == 0
+
+
+def test_a_missing_required_option_is_one_line_not_a_traceback():
+    proc = run_cli("interference", "predict", "--model-dir", "nowhere", "--pairs", "nothing.csv")
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "Missing option '--out'", "foresight interference predict --help")
+
+
+def test_an_unknown_command_is_one_line():
+    assert_one_line_error(run_cli("no-such-command"), "No such command")

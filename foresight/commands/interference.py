@@ -43,9 +43,11 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
     model = InterferenceModel(seed=seed).fit(table)
     model.save(model_dir)
     m = model.metrics_
+    margin = (f"p10 margin q={m['scale_q']:.2f} x a learned scale where the mechanism "
+              f"serves, {m['conformal_offset']:+.4f} elsewhere" if m.get("scale_q")
+              else f"p10 conformal offset {m['conformal_offset']:+.4f}")
     console.print(f"fitted on {m['pairs']} pairs ({m['directed_rows']} measured directions, "
-                  f"{m['workloads']} workloads); p10 conformal offset "
-                  f"{m['conformal_offset']:+.4f}; saved to {model_dir}")
+                  f"{m['workloads']} workloads); {margin}; saved to {model_dir}")
     if m.get("mechanism_modes"):
         held = m.get("held_out_mae") or {}
         console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; serving "

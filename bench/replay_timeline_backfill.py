@@ -108,15 +108,11 @@ def table(runs: list[dict], phase: str) -> list[str]:
 def checks(by: dict, seeds: list[int], phase: str = "final28b") -> list[str]:
     """The issue's bounds, per seed and on the means, from the cached runs."""
     new, flat, oracle, _ = roles(phase)
-    need = ("fgd", "foresight-flat", new, flat, oracle)
-    both = [s for s in seeds if all((p, s) in by for p in need)]
+    both = [s for s in seeds if ("fgd", s) in by and (new, s) in by]
     if not both:
-        return ["(no seed with every policy yet)"]
+        return ["(no seed with both fgd and the new policy yet)"]
     f = [by[("fgd", s)] for s in both]
     n = [by[(new, s)] for s in both]
-    fl = [by[("foresight-flat", s)] for s in both]
-    bfl = [by[(flat, s)] for s in both]
-    o = [by[(oracle, s)] for s in both]
     mean = lambda xs, g: _m([p95(x, g) for x in xs])  # noqa: E731
     big = mean(n, "8+gang"), mean(f, "8+gang")
     lines = [f"Checks over seeds {both} (means over seeds; per seed in brackets):", ""]
@@ -135,6 +131,16 @@ def checks(by: dict, seeds: list[int], phase: str = "final28b") -> list[str]:
     al = _m([x["alloc_mean"] for x in n]), _m([x["alloc_mean"] for x in f])
     lines.append(f"- allocation >= fgd's: {al[0]:.2f} vs {al[1]:.2f} % "
                  f"({'holds' if al[0] >= al[1] - 1e-9 else 'FAILS'})")
+    every = [s for s in both if all((p, s) in by for p in ("foresight-flat", flat, oracle))]
+    if not every:
+        return lines + [f"- forecast / oracle lines: no seed with {flat} and {oracle} run"]
+    if every != both:  # the forecast lines on the seeds where every policy ran
+        n = [by[(new, s)] for s in every]
+        big = mean(n, "8+gang"), big[1]
+        lines.append(f"- (the lines below: seeds {every}, where every policy ran)")
+    fl = [by[("foresight-flat", s)] for s in every]
+    bfl = [by[(flat, s)] for s in every]
+    o = [by[(oracle, s)] for s in every]
     mc = lambda xs: _m([np.mean([p95(x, g) for g in CLASSES]) for x in xs])  # noqa: E731
     res = _m([x["reserved_mean"] for x in n]), _m([x["reserved_mean"] for x in bfl])
     lines.append(f"- forecast vs flat at equal mean reserved GPUs ({res[0]:.0f} vs {res[1]:.0f}):"

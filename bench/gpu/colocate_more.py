@@ -66,11 +66,7 @@ def build(name: str):
                 loss = m(xb).float().pow(2).mean()
             opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     elif name == "resnet18_infer":
-        import torchvision
-        m = torchvision.models.resnet18().to(dev).half().to(memory_format=torch.channels_last).eval()
-        xb = torch.randn(256, 3, 224, 224, device=dev, dtype=torch.half).to(memory_format=torch.channels_last)
-        def step():
-            with torch.inference_mode(): m(xb)
+        step = _cnn_infer(torch, dev, "resnet18", 256)
     elif name == "softmax_bw":
         x = torch.randn(4096, 16384, device=dev)
         def step():
@@ -158,11 +154,7 @@ def build(name: str):
         def step():
             for _ in range(64): a @ b
     elif name == "resnet50_b1":
-        import torchvision
-        m = torchvision.models.resnet50().to(dev).half().to(memory_format=torch.channels_last).eval()
-        xb = torch.randn(1, 3, 224, 224, device=dev, dtype=torch.half).to(memory_format=torch.channels_last)
-        def step():
-            with torch.inference_mode(): m(xb)
+        step = _cnn_infer(torch, dev, "resnet50", 1)
     elif name == "bert_infer":
         layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True)
         m = torch.nn.TransformerEncoder(layer, 12).to(dev).half().eval()
@@ -238,6 +230,17 @@ def build(name: str):
     else:
         raise ValueError(name)
     return step, sync
+
+
+def _cnn_infer(torch, dev, arch: str, batch: int):
+    """One fp16 channels-last torchvision inference step at `batch` images."""
+    import torchvision
+    last = torch.channels_last
+    m = getattr(torchvision.models, arch)().to(dev).half().to(memory_format=last).eval()
+    xb = torch.randn(batch, 3, 224, 224, device=dev, dtype=torch.half).to(memory_format=last)
+    def step():
+        with torch.inference_mode(): m(xb)
+    return step
 
 
 def _gpt(torch, dev, batch=8):

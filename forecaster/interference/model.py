@@ -8,8 +8,8 @@ residual, take its speed as a feature, or serve without it, whichever errs least
 held out inside the training folds. Besides the point prediction, a pessimistic `p10`: the
 point lowered by a conformal margin (where the structure serves, q times a learned scale of
 how far off rows like this one are, conformal.fit_scale, or one margin per band of predicted
-speed when too few rows; constant elsewhere), calibrated across workload groups (each group's rows scored by a model fit without
-that group), so that about 10% of true speeds of *unseen* workloads fall below it (for known
+speed when too few rows; constant elsewhere), calibrated across workload groups (each group's
+rows scored by a model fit without that group), so that about 10% of true speeds of *unseen* workloads fall below it (for known
 workloads it is conservative). Schema 1 artifacts (a separate quantile booster) still load.
 """
 from __future__ import annotations
@@ -296,14 +296,14 @@ class InterferenceModel:
         point = np.clip(point, 0.01, self.cap_)
         if self.p10_ is None:
             low = point - self.offset_ * margin_scale(point)
-            if prior is not None and self.band_offsets_:
-                off = self.band_offsets_
-                q = np.array([off.get(str(b), off.get("", 0.0)) for b in band(point)])
-                low = np.where(np.isnan(prior), low, point - q)
-            if prior is not None and getattr(self, "scale_", None) is not None:
+            if prior is not None and self.scale_ is not None:
                 wide = scaled_margin(self.scale_, self.scale_q_, np.column_stack([X, point]),
                                      self.n_threads)
                 low = np.where(np.isnan(prior), low, point - wide)
+            elif prior is not None and self.band_offsets_:
+                off = self.band_offsets_
+                q = np.array([off.get(str(b), off.get("", 0.0)) for b in band(point)])
+                low = np.where(np.isnan(prior), low, point - q)
         else:  # a schema 1 artifact
             low = self.p10_.predict(X, num_threads=self.n_threads) - self.offset_
         low = np.minimum(np.clip(low, 0.0, 2.0), point)

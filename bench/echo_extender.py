@@ -1,8 +1,8 @@
-"""An extender that decides nothing, as fast as Python answers: filter passes every node it is
-sent, prioritize scores every node 0. bench/scheduler_overhead.py runs a third kube-scheduler
-against it, so what an extender costs kube-scheduler itself (encoding the pod and the node
-names, two loopback HTTP calls, decoding the answers) is measured apart from what Foresight's
-scoring adds. Same HTTP stack as `foresight serve --only extender` (uvicorn + fastproto).
+"""An extender that decides nothing, as fast as Python answers: filter (and filter-best)
+passes every node it is sent, prioritize scores every node 0. bench/scheduler_overhead.py runs
+a kube-scheduler against it, so what an extender costs kube-scheduler itself (encoding the pod
+and the node names, the loopback HTTP calls, decoding the answers) is measured apart from what
+Foresight's scoring adds. Same HTTP stack as `foresight serve --only extender` (uvicorn + fastproto).
 
 Usage: python bench/echo_extender.py PORT
 """
@@ -45,4 +45,5 @@ if __name__ == "__main__":
     uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning",
                 access_log=False, lifespan="off",
                 http=verb_protocol({"/scheduler/filter": filter_,
+                                    "/scheduler/filter-best": filter_,  # no best: all tie
                                     "/scheduler/prioritize": prioritize}))

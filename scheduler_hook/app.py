@@ -62,10 +62,14 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
         return handle
 
     filter_ = make("filter", hook.filter, args_of, filter_json)
+    # the same latency series: a kube-scheduler config uses one filter verb or the other
+    filter_best = make("filter", hook.filter_best, args_of, filter_json)
     prioritize = make("prioritize", hook.prioritize_json, args_of)
     # run once answered: kube-scheduler skips prioritize when one node is left
-    filter_.after = prioritize.after = hook.warm_next  # type: ignore[attr-defined]
+    filter_.after = filter_best.after = prioritize.after = \
+        hook.warm_next  # type: ignore[attr-defined]
     return {"/scheduler/filter": filter_,
+            "/scheduler/filter-best": filter_best,
             "/scheduler/prioritize": prioritize,
             "/scheduler/bind": make("bind", hook.bind, parse_binding)}
 
@@ -133,6 +137,12 @@ def build_router(hook: ExtenderHook, handlers: dict[str, Handler] | None = None)
     async def filter_(request: Request) -> Response:
         """ExtenderArgs -> ExtenderFilterResult; rejects only hard violations."""
         return await _verb(request, "/scheduler/filter")
+
+    @router.post("/scheduler/filter-best", tags=["extender"])
+    async def filter_best(request: Request) -> Response:
+        """ExtenderArgs -> ExtenderFilterResult keeping only the best-scored passing nodes:
+        filter and prioritize in one call (the shipped config's filterVerb)."""
+        return await _verb(request, "/scheduler/filter-best")
 
     @router.post("/scheduler/prioritize", tags=["extender"])
     async def prioritize(request: Request) -> Response:

@@ -184,13 +184,15 @@ class ControlPlane:
 
     def start_scheduler(self, name: str = "kube-scheduler", extender_url: str | None = None,
                         scheduler_name: str = "foresight-scheduler",
-                        timeout_s: float = 30.0, percentage: int | None = None) -> str:
+                        timeout_s: float = 30.0, percentage: int | None = None,
+                        config: Path = SCHEDULER_CONFIG) -> str:
         """kube-scheduler with the shipped config: its extender pointed at `extender_url`
         (None: the extender stanza dropped, the baseline), profile `scheduler_name`, no leader
         election. `percentage`: the profile's percentageOfNodesToScore instead of the shipped
-        one (0: unset, kube-scheduler's adaptive default). Returns its https base URL (for
-        /metrics)."""
-        cfg = yaml.safe_load(SCHEDULER_CONFIG.read_text())
+        one (0: unset, kube-scheduler's adaptive default). `config`: another
+        KubeSchedulerConfiguration (an older commit's, for a before/after). Returns its https
+        base URL (for /metrics)."""
+        cfg = yaml.safe_load(config.read_text())
         cfg["leaderElection"] = {"leaderElect": False}
         cfg["clientConnection"] = {"kubeconfig": str(self.kubeconfig), "qps": 500, "burst": 1000}
         cfg["profiles"][0]["schedulerName"] = scheduler_name

@@ -56,7 +56,8 @@ def test_scheduler_profile_uses_the_extender_ignorably_for_gpu_resources():
     assert [p["schedulerName"] for p in cfg["profiles"]] == ["foresight-scheduler"]
     (ext,) = cfg["extenders"]
     assert ext["ignorable"] is True and ext["nodeCacheCapable"] is True
-    assert ext["filterVerb"] == "filter" and ext["prioritizeVerb"] == "prioritize"
+    # one call per pod: filter and prioritize answered by filter-best (no prioritizeVerb)
+    assert ext["filterVerb"] == "filter-best" and "prioritizeVerb" not in ext
     names = {m["name"] for m in ext["managedResources"]}
     assert "nvidia.com/gpu" in names and "nvidia.com/mig-3g.20gb" in names
     assert all(n == "nvidia.com/gpu" or n.startswith("nvidia.com/mig-") for n in names)
@@ -79,8 +80,11 @@ def test_extender_url_reaches_the_service_and_router_paths():
     assert url.hostname == host and url.port == svc["spec"]["ports"][0]["port"]
     app = create_app(ExtenderHook(ClusterState(), ProviderSet(), load_config()))
     routes = set(app.openapi()["paths"])
-    for verb in ("filterVerb", "prioritizeVerb"):
-        assert f"{url.path}/{ext[verb]}" in routes
+    for verb in ("filterVerb", "prioritizeVerb", "bindVerb"):
+        if verb in ext:
+            assert f"{url.path}/{ext[verb]}" in routes
+    for verb in ("filter", "prioritize", "bind"):  # the two-call config still works
+        assert f"{url.path}/{verb}" in routes
     dep = one("Deployment", "foresight-extender")
     c = dep["spec"]["template"]["spec"]["containers"][0]
     assert c["livenessProbe"]["httpGet"]["path"] in routes

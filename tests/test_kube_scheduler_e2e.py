@@ -47,14 +47,20 @@ class Cluster:
 
     def assert_extender_choice(self, name: str, node: str) -> dict:
         """The node kube-scheduler bound `name` to passed the extender's filter and had its
-        top prioritize score (prioritize is skipped when one node is left)."""
+        top score among the nodes that passed (the shipped filter-best verb keeps only those;
+        with a prioritize call, its scores)."""
         got = self.decision(name)
         kept = [n for n in got["filter"]["nodes"] if not n["rejected"]]
         assert node in {n["node"] for n in kept}, (name, node, got["filter"]["nodes"])
-        if "prioritize" in got:
-            scores = {n["node"]: n["score"] for n in got["prioritize"]["nodes"]}
-            assert scores[node] == max(scores.values()), (name, node, scores)
+        scores = {n["node"]: n["score"] for n in (got.get("prioritize") or got["filter"])["nodes"]
+                  if not n["rejected"]}
+        assert scores[node] == max(scores.values()), (name, node, scores)
         return got
+
+
+def _scores(got: dict) -> dict[str, int]:
+    """Node -> extender score of the nodes that passed its filter."""
+    return {n["node"]: n["score"] for n in got["filter"]["nodes"] if not n["rejected"]}
 
 
 @pytest.fixture(scope="module")
@@ -105,6 +111,7 @@ def test_whole_gpu_pods_avoid_the_drained_node_and_pack(cluster):
     got = cluster.assert_extender_choice("whole-1", first)
     rejected = {n["node"]: n["rejected"] for n in got["filter"]["nodes"] if n["rejected"]}
     assert set(rejected) == {"w-drained"} and "drained" in rejected["w-drained"]
+    assert set(got) == {"filter"}  # the shipped filter-best verb: one extender call per pod
     assert first in ("w-a", "w-b")
     second = cluster.place(_pod("whole-2", "TEST-WHOLE", gpus=4))
     cluster.assert_extender_choice("whole-2", second)
@@ -117,7 +124,7 @@ def test_fractional_pods_share_a_node(cluster):
     second = cluster.place(_pod("frac-2", "TEST-FRAC", fraction=0.5))
     got = cluster.assert_extender_choice("frac-2", second)
     assert second == first
-    scores = {n["node"]: n["score"] for n in got["prioritize"]["nodes"]}
+    scores = _scores(got)
     assert scores[first] > min(scores.values())  # a decision, not a tie broken by chance
 
 

@@ -12,8 +12,10 @@ processes' CPU before and after. Added time = median over rounds of the paired p
 difference. The extender's own answer time per verb comes from its /metrics.
 
 --compare REF adds a fourth kube-scheduler, `base-scheduler`, pointed at a second Foresight
-extender run from commit REF's tree (git archive), in the same run: a before/after pair that
-shares the machine's load round by round.
+extender run from commit REF's tree (git archive) with REF's deploy/kube-scheduler-config.yaml,
+in the same run: a before/after pair that shares the machine's load round by round; and a
+fifth, `echo2-scheduler`, REF's config pointed at the echo extender (the floor of REF's
+extender stanza, e.g. two calls per pod where the shipped one makes one).
 
 Usage: python bench/scheduler_overhead.py [--nodes 1000 5000] [--rounds 12] [--pods 20]
        [--compare REF] [--percentage P] [--out bench/results/scheduler_overhead.md]
@@ -43,12 +45,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import machine  # noqa: E402
 from extender_cluster import SHAPES, synthetic_cluster  # noqa: E402
 
-from scheduler_hook.kube_local import (ControlPlane, algorithm_totals,  # noqa: E402
-                                       attempt_totals, binaries, cpu_seconds, free_port,
-                                       gpu_node, gpu_pod, start_extender)
+from scheduler_hook.kube_local import (SCHEDULER_CONFIG, ControlPlane,  # noqa: E402
+                                       algorithm_totals, attempt_totals, binaries,
+                                       cpu_seconds, free_port, gpu_node, gpu_pod,
+                                       start_extender)
 
 PLAIN, ECHO, EXT = "plain-scheduler", "echo-scheduler", "foresight-scheduler"
-BASE = "base-scheduler"  # --compare: Foresight at another commit
+BASE = "base-scheduler"  # --compare: Foresight at another commit, with that commit's config
+ECHO2 = "echo2-scheduler"  # --compare: the echo extender under that commit's config
 KEYS = {PLAIN: "plain", ECHO: "echo", EXT: "ext"}
 
 
@@ -110,7 +114,7 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
              percentage: int | None = None) -> dict:
     cp = ControlPlane(bin_dir).start()
     ext = spy = echo = base_ext = None
-    keys = {**KEYS, BASE: "base"} if base_root is not None else KEYS
+    keys = {**KEYS, BASE: "base", ECHO2: "echo2"} if base_root is not None else KEYS
     try:
         t0 = time.time()
         node_objs, bound = cluster(n_nodes, fill)
@@ -138,7 +142,10 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
                 ECHO: cp.start_scheduler("echo", f"http://127.0.0.1:{echo_port}", ECHO, **pct),
                 EXT: cp.start_scheduler("ext", url, EXT, **pct)}
         if base_root is not None:
-            base[BASE] = cp.start_scheduler("base", urls[BASE], BASE, **pct)
+            base_cfg = {"config": base_root / "deploy/kube-scheduler-config.yaml"}
+            base[BASE] = cp.start_scheduler("base", urls[BASE], BASE, **pct, **base_cfg)
+            base[ECHO2] = cp.start_scheduler("echo2", f"http://127.0.0.1:{echo_port}", ECHO2,
+                                             **pct, **base_cfg)
         spy_bin = shutil.which("py-spy") or shutil.which("py-spy", path=str(
             Path(sys.executable).parent))
         if profile_dir is not None and spy_bin:
@@ -149,14 +156,14 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         rng = np.random.default_rng(1)
         pids = {s: cp.pids[k] for s, k in keys.items()}
-        ext_pid = {s: (base_ext if s == BASE else ext).pid for s in keys}
+        ext_pid = {s: {BASE: base_ext, ECHO: echo, ECHO2: echo}.get(s, ext).pid for s in keys}
         rows: dict[str, list[dict[str, float]]] = {s: [] for s in keys}
         warm = 1  # round 0 warms the schedulers' caches and the extender's: not counted
         for r in range(rounds + warm):
             k = r % len(keys)
             order = list(keys)[k:] + list(keys)[:k]  # each goes first in turn
             for sched in order:
-                batch = pods(rng, f"r{r}-{sched[:3]}", sched, per_round)
+                batch = pods(rng, f"r{r}-{keys[sched]}", sched, per_round)
                 ids = {"sched": pids[sched], "extender": ext_pid[sched]}
                 before = _sample(cp, base[sched], sched, urls.get(sched), ids)
                 for pod in batch:  # one client, no burst: the apiserver is not the bottleneck
@@ -176,10 +183,15 @@ def run_size(bin_dir: Path, n_nodes: int, rounds: int, per_round: int, fill: flo
         algo = {k: [x["algo_ms"] for x in rows[s]] for s, k in keys.items()}
         out["added_ms"] = statistics.median(a - b for a, b in zip(algo["ext"], algo["plain"]))
         out["ratio"] = out["added_ms"] / out["plain_algo_ms"]
-        out["echo_added_ms"] = statistics.median(a - b for a, b in zip(algo["echo"],
-                                                                       algo["plain"]))
         out["beyond_echo_ms"] = statistics.median(a - b for a, b in zip(algo["ext"],
                                                                         algo["echo"]))
+        plain_cpu = [x["sched_cpu_ms"] for x in rows[PLAIN]]
+        for sched, key in ((ECHO, "echo"), (ECHO2, "echo2")):  # the floor, and its CPU parts
+            if sched in rows:
+                out[f"{key}_added_ms"] = statistics.median(
+                    a - b for a, b in zip(algo[key], algo["plain"]))
+                out[f"{key}_sched_cpu_added_ms"] = statistics.median(
+                    x["sched_cpu_ms"] - c for x, c in zip(rows[sched], plain_cpu))
         if base_root is not None:
             out["base_added_ms"] = statistics.median(a - b for a, b in zip(algo["base"],
                                                                            algo["plain"]))
@@ -233,15 +245,18 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
         f"- Commit: `{_git_head()}`",
         f"- {args.rounds} rounds x {args.pods} pods per scheduler per size (plus one warm-up "
         "round), each scheduler going first in turn, pods created one after another by one "
-        f"client. {'Four' if args.compare else 'Three'} kube-schedulers run at once against "
-        "the same apiserver, all from `deploy/kube-scheduler-config.yaml` (profile "
+        f"client. {'Five' if args.compare else 'Three'} kube-schedulers run at once against "
+        "the same apiserver, from `deploy/kube-scheduler-config.yaml` (extender verbs: "
+        f"{_verbs(SCHEDULER_CONFIG)}; profile "
         f"percentageOfNodesToScore: {_percentage(args.percentage)}): without the "
         "extender stanza, with it pointed at `bench/echo_extender.py` (passes every node, "
         "scores 0: what any extender costs kube-scheduler itself, same HTTP stack), and with "
         "it pointed at `foresight serve --only extender` (fallback scoring, no models), which "
         "watches the cluster as deployed"
-        + (f"; the fourth with it pointed at Foresight run from commit `{args.compare}`"
-           if args.compare else "") + ". Medians over rounds of each round's per-pod mean.",
+        + (f"; the fourth and fifth from commit `{args.compare}`'s config (extender verbs: "
+           f"{_verbs(args.base_config)}), pointed at Foresight run from that commit and at "
+           "the echo extender" if args.compare else "")
+        + ". Medians over rounds of each round's per-pod mean.",
         "- Own time = kube-scheduler's `scheduler_scheduling_algorithm_duration_seconds` "
         "(filter + score of one pod, extender calls included); added = median over rounds of "
         "the paired per-round difference; attempt = "
@@ -282,23 +297,50 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
                 f"{r.get('ext_filter_ms', float('nan')):.2f} / "
                 f"{r.get('ext_prioritize_ms', float('nan')):.2f} | "
                 f"{r['base_extender_cpu_ms']:.1f} / {r['ext_extender_cpu_ms']:.1f} |")
+    lines += ["", "What an extender that decides nothing costs (the floor), in parts: kube-scheduler's "
+              "own CPU per pod added by the extender stanza (encoding the pod and node names, "
+              "the HTTP client, decoding the answers, and scoring what the filter passed) and "
+              "the echo server's CPU per pod (parsing, answering); the rest of the added time "
+              "is waiting (the two processes taking turns on the machine's busy cores, "
+              "loopback). Medians over rounds; CPU runs partly in parallel on 2 cores, so the "
+              "parts are indicative.", "",
+              "| nodes | extender verbs | echo adds (ms) | kube-scheduler CPU added (ms) | "
+              "echo server CPU (ms) | rest: waiting (ms) |", "|---:|---|---:|---:|---:|---:|"]
+    for r in rows:
+        for key, cfg in (("echo", SCHEDULER_CONFIG), ("echo2", args.base_config)):
+            if f"{key}_added_ms" not in r or cfg is None:
+                continue
+            rest = r[f"{key}_added_ms"] - r[f"{key}_sched_cpu_added_ms"] - \
+                r[f"{key}_extender_cpu_ms"]
+            lines.append(f"| {r['nodes']:,} | {_verbs(cfg)} | {r[f'{key}_added_ms']:.2f} | "
+                         f"{r[f'{key}_sched_cpu_added_ms']:.2f} | "
+                         f"{r[f'{key}_extender_cpu_ms']:.2f} | {rest:.2f} |")
     lines += ["", "Per-round own ms/pod (alone | echo | Foresight"
-              + (f" | Foresight at {args.compare}" if args.compare else "") + "):", ""]
+              + (f" | Foresight at {args.compare} | echo under {args.compare}'s config"
+                 if args.compare else "") + "):", ""]
     for r in rows:
         lines.append(f"- {r['nodes']:,} nodes: {r['plain_rounds']} | {r['echo_rounds']} | "
                      f"{r['ext_rounds']}"
-                     + (f" | {r['base_rounds']}" if "base_rounds" in r else "") + " "
+                     + (f" | {r['base_rounds']} | {r['echo2_rounds']}" if "base_rounds" in r
+                        else "") + " "
                      f"({r['prefill']:,} pods bound beforehand; nodes and those pods "
                      f"created in {r['create_s']:.0f} s)")
     return "\n".join(lines) + "\n"
+
+
+def _verbs(config: Path) -> str:
+    """The extender stanza's verbs, e.g. `filter-best` or `filter + prioritize`."""
+    import yaml
+
+    ext = (yaml.safe_load(config.read_text()).get("extenders") or [{}])[0]
+    return " + ".join(f"`{ext[k]}`" for k in ("filterVerb", "prioritizeVerb", "bindVerb")
+                      if ext.get(k))
 
 
 def _percentage(override: int | None) -> str:
     """The profile's percentageOfNodesToScore, the shipped one unless --percentage says
     ('unset': kube-scheduler's adaptive default, 50 - nodes/125 percent, at least 5%)."""
     import yaml
-
-    from scheduler_hook.kube_local import SCHEDULER_CONFIG
 
     if override is not None:
         return f"{override} (--percentage)" if override else "unset (--percentage 0)"
@@ -347,6 +389,7 @@ def main() -> None:
         sys.exit("no ../shared/k8s binaries: nothing to measure")
     machine_text = machine()  # before the run: the load of the machine, not of this bench
     base_root = _checkout(args.compare) if args.compare else None
+    args.base_config = base_root / "deploy/kube-scheduler-config.yaml" if base_root else None
     rows = []
     for n in args.nodes:
         rows.append(run_size(bin_dir, n, args.rounds, args.pods, args.fill, args.profile,

@@ -49,7 +49,7 @@ def run(a: argparse.Namespace) -> None:
                                    spread_rack=a.spread_rack, spread_block=a.spread_block,
                                    seed=seed, hold=a.hold, hold_pick=a.hold_pick,
                                    reserved=reserved, regrow=a.regrow,
-                                   reserve_nodes=a.reserve_nodes)
+                                   reserve_nodes=a.reserve_nodes, pack=a.pack)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
                            spread_rack=a.spread_rack, spread_block=a.spread_block,
@@ -58,12 +58,18 @@ def run(a: argparse.Namespace) -> None:
                            keep=a.keep if pol.startswith("topology") else "none",
                            regrow=a.regrow and pol == ELASTIC,
                            reserve_nodes=a.reserve_nodes,
-                           machine=machine(), command=" ".join(sys.argv[1:]),
-                           date=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
-                print(json.dumps(row), flush=True)
-                with RUNS.open("a") as f:
-                    f.write(json.dumps(row) + "\n")
+                           pack=a.pack and pol.startswith("topology"))
+                record(row, RUNS)
     report()
+
+
+def record(row: dict, path: Path) -> None:
+    """Stamp a run's row with the machine, the arguments and the time; print and keep it."""
+    row.update(machine=machine(), command=" ".join(sys.argv[1:]),
+               date=f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC")
+    print(json.dumps(row), flush=True)
+    with path.open("a") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def label(r: dict) -> str:
@@ -74,6 +80,8 @@ def label(r: dict) -> str:
         out += f" hold {r['hold']}{pick}"
     if r.get("keep", "none") != "none":
         out += f" keep {r['keep']}"
+    if r.get("pack"):
+        out += " pack"
     if r.get("reserve_nodes"):
         out += " + node reservation"
     return out + (" regrow" if r.get("regrow") else "")
@@ -99,7 +107,7 @@ def report() -> None:
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
            "--seeds S --days 2 --load L --phase dev|final|elastic|elastic-dev [--policies P] "
            "[--hold K] [--hold-pick predicted|free|collect] [--keep none|flat|forecast] "
-           "[--regrow]`",
+           "[--regrow] [--pack]`",
            f"- report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
            "bench/results/topology_runs.jsonl; the runs (date, machine, arguments):"]
     out += [f"  - {d}: {m}; `{c}`" for d, m, c in runs]
@@ -115,7 +123,8 @@ def report() -> None:
             "without it; `topology-rechosen`: the first hold variant (10:44-10:49 UTC), whose "
             "rack was re-chosen every pass; `keep flat|forecast`: single pods keep off the "
             "racks kept whole-free for that gang demand forecast; `regrow`: elastic gangs "
-            "grow when their rack has room",
+            "grow when their rack has room; `pack`: pods of < 8 GPUs go first where their "
+            "predicted end does not prolong how long an 8-GPU node stays taken",
             "- times in minutes over the jobs arriving in the measured window; a job that never "
             "started counts with its wait until the window's end (a floor)", ""]
     for phase in ("dev", "final"):
@@ -234,6 +243,9 @@ def main() -> None:
     ap.add_argument("--reserve-nodes", action="store_true",
                     help="with --keep: single pods also held off the empty nodes issue 28's "
                     "reservation keeps for the gang demand")
+    ap.add_argument("--pack", action="store_true",
+                    help="pods of < 8 GPUs first where they do not keep an 8-GPU node taken "
+                    "longer (predicted run times)")
     ap.add_argument("--regrow", action="store_true",
                     help="elastic gangs started smaller grow when their rack has room")
     ap.add_argument("--phase", choices=("dev", "final", "elastic", "elastic-dev"),

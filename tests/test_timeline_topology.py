@@ -172,3 +172,23 @@ def test_node_reservation_holds_a_single_off_the_empty_nodes_a_gang_needs():
     with pytest.raises(ValueError, match="reserved"):
         run_topology(_nodes(), jobs, "topology", 0.0, 1e7, seed=seed,
                      runtime_p50=jobs.duration, reserve_nodes=True, **kw)
+
+
+def test_pack_puts_a_long_small_pod_where_it_does_not_keep_a_draining_node_taken():
+    # n0 runs a 6-GPU pod for 20,000 s, n1 one for 100 s, n2 is empty; a 1-GPU pod of 10,000 s
+    # arrives at t=1. FGD alone may put it on n1 (then n1 stays taken 100 times longer); pack
+    # puts it on n0, which is taken past its end anyway
+    nodes = _nodes(3)
+    jobs = Jobs(np.array([0.0, 0.0, 1.0]), np.array([20000.0, 100.0, 10000.0]),
+                np.array([1, 1, 1]), np.array([6, 6, 1]), np.full(3, 1000),
+                np.zeros(3, np.int64), np.zeros(3, np.int64), ("t",))
+    kw = dict(KW, rack_nodes=3, block_racks=1)
+    where = {}
+    for seed in range(10):
+        for pack in (False, True):
+            r = run_topology(nodes, jobs, "topology", 0.0, 1e6, seed=seed,
+                             runtime_p50=jobs.duration, pack=pack, **kw)
+            assert r["nodes"][0] != r["nodes"][1]
+            where.setdefault(pack, set()).add(r["nodes"][2][0] == r["nodes"][0][0])
+    assert where[True] == {True}
+    assert False in where[False], "FGD alone never chose the draining node: the test shows nothing"

@@ -18,7 +18,7 @@ from scheduler_hook.fake_kube import make_node, make_pod
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.podspec import PodRequest
 from scheduler_hook.providers import ProviderSet
-from scheduler_hook.scores.topology_prospect import keep_free, soon_horizon_s
+from scheduler_hook.scores.topology_prospect import keep_free, pack_tiers, soon_horizon_s
 from scheduler_hook.state import ClusterState
 
 RACK = "cloud.provider.com/topology-rack"
@@ -167,3 +167,12 @@ def test_good_levels_pass_and_the_cli_says_one_line(tmp_path):
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "topology.levels[1]" in out.stderr
+
+
+def test_pack_tiers_keep_draining_gang_nodes_and_empty_ones_for_last():
+    free_at = np.array([500.0, 50.0, -np.inf, 50.0])
+    empty = np.array([False, False, True, False])
+    gang_node = np.array([True, True, True, False])  # the last one holds no gang pod
+    first, then = pack_tiers(free_at, empty, gang_node, end=100.0)
+    assert first.tolist() == [True, False, False, True]  # taken past 100 s, or no gang fits
+    assert then.tolist() == [True, True, False, True]  # any taken node, never the empty one

@@ -90,3 +90,18 @@ def keep_free(codes: np.ndarray, whole_free: np.ndarray, total: np.ndarray, rese
     kept_dom[order[:upto]] = True
     kept = m & kept_dom[np.maximum(codes, 0)]
     return kept, np.where(m, share[np.maximum(codes, 0)], 0.0), int(kept_dom.sum())
+
+
+def pack_tiers(free_at: np.ndarray, empty: np.ndarray, gang_node: np.ndarray, end: float
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Node masks a pod in no gang tries in turn, so that gang-capable nodes free up together.
+
+    ``free_at`` (rows,) predicted time each row's last pod ends; ``empty`` rows with nothing
+    on them; ``gang_node`` rows a gang pod fits on when empty; ``end`` the pod's predicted
+    end. First: rows no gang pod fits, and gang-capable rows already taken until at least
+    ``end`` (the pod does not prolong how long they stay taken: a small pod with a long run on
+    a node about to drain keeps it from a gang for that whole run). Then: any row already
+    taken. Empty gang-capable rows come last (the caller's own fallback)."""
+    taken = ~np.asarray(empty, bool)
+    small = ~np.asarray(gang_node, bool)
+    return small | (taken & (np.asarray(free_at, float) >= end)), small | taken

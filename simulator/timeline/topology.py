@@ -45,14 +45,16 @@ import time
 
 import numpy as np
 
+from scheduler_hook.scores.drain import effective_end
 from scheduler_hook.scores.reservation import held_too_long
-from scheduler_hook.scores.topology_prospect import keep_free
+from scheduler_hook.scores.topology_prospect import keep_free, pack_tiers
 from scheduler_hook.topology import HOSTNAME, encode
 from simulator.replay.cluster import MILLI
 from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
 from simulator.timeline.reserve import ReservationGate
+from simulator.timeline.topology_metrics import big_work_gpu_h, summarize
 from simulator.timeline.workload import Jobs
 
 RACK, BLOCK = "foresight.io/replay-rack", "foresight.io/replay-block"
@@ -72,7 +74,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  spread_block: float = 1.6, rack_nodes: int = 16, block_racks: int = 8,
                  seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True,
                  hold: int = 0, hold_pick: str = "predicted", reserved=None,
-                 regrow: bool = False, reserve_nodes: bool = False) -> dict:
+                 regrow: bool = False, reserve_nodes: bool = False, pack: bool = False
+                 ) -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
@@ -86,7 +89,9 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     nodes join), and its remaining work runs on the larger size; ``reserve_nodes``: single pods
     are also held off empty nodes as issue 28's reservation holds them (simulator.timeline.reserve
     ReservationGate) for the ``reserved`` gang GPUs, under any policy; pods pending longer than
-    the reservation's hold bound (300 s) are held off neither racks nor nodes."""
+    the reservation's hold bound (300 s) are held off neither racks nor nodes; ``pack``
+    (topology policies): a pod of < 8 GPUs goes first where it does not prolong how long an
+    8-GPU node stays taken (scores.topology_prospect.pack_tiers, by predicted run times)."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -124,6 +129,24 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     held_by = np.full(len(nodes), -1)  # the gang a node is held for, -1: none
     held_t = np.zeros(len(nodes))  # when that gang is predicted to start there
     holds: dict[int, int] = {}  # gang -> the rack it holds, until it starts (EASY backfill)
+    on_node: dict[int, set[int]] = {}  # pack: the jobs on each node, for its predicted end
+    res_end = np.full(len(nodes), -np.inf)  # pack: the latest predicted end of its jobs
+    res_start = np.full(len(nodes), np.inf)  # and the earliest start (overdue ends)
+    gang_node = nodes.gpus >= 8
+
+    def occupy(j: int, nds: list[int], now: float) -> None:
+        for nd in nds:
+            on_node.setdefault(nd, set()).add(j)
+            res_end[nd] = max(res_end[nd], now + pred[j] * run[j] / jobs.duration[j])
+            res_start[nd] = min(res_start[nd], now)
+
+    def vacate(j: int, nds: list[int]) -> None:
+        for nd in set(nds):
+            left = on_node.get(nd, set())
+            left.discard(j)
+            ends = [start[k] + pred[k] * run[k] / jobs.duration[k] for k in left]
+            res_end[nd] = max(ends, default=-np.inf)
+            res_start[nd] = min((start[k] for k in left), default=np.inf)
 
     def free_for(j: int, now: float) -> np.ndarray:
         """Nodes job j may take: not held, held for it, or it ends before the holder starts."""
@@ -235,12 +258,24 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 gate.set_reserved(reserved.at(now))
                 ok = gate.allowed(1, False)
                 away = ok if away is None else away & ok
-        if policy == "topology" and keep_racks:  # racks that cannot hold a 4x8 gang first
+        if policy != "topology":
+            return place(j, 1, away, now)
+        bases = []
+        if keep_racks:  # racks that cannot hold a 4x8 gang first
             rcap = np.bincount(rack, weights=c.whole // 8, minlength=nr)
-            allowed = rcap[rack] < 4 if away is None else (rcap[rack] < 4) & away
-            fits = (c.maxfree >= m) if m < MILLI else (c.whole >= g)
-            if (fits & allowed & free_for(j, now)).any():
-                return place(j, 1, allowed, now)
+            bases.append(rcap[rack] < 4 if away is None else (rcap[rack] < 4) & away)
+        tiers: tuple = ()
+        if pack and g < 8:  # where it does not keep an 8-GPU node taken longer, first
+            tiers = pack_tiers(effective_end(res_end, res_start, now), c.empty(), gang_node,
+                               now + float(pred[j]))
+        fits = ((c.maxfree >= m) if m < MILLI else (c.whole >= g)) & free_for(j, now)
+        for base in [*bases, away]:
+            for tier in (*tiers, None):
+                if base is None and tier is None:
+                    continue
+                allowed = tier if base is None else base if tier is None else base & tier
+                if (fits & allowed).any():
+                    return place(j, 1, allowed, now)
         return place(j, 1, away, now)
 
     def start_job(j: int, now: float, pl: list) -> None:
@@ -259,6 +294,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             node_end[nd] = max(node_end[nd], end_pred)
         heapq.heappush(departures, (now + run[j], j))
         end_at[j], size0[j] = now + run[j], size[j]
+        if pack:
+            occupy(j, nodes_of[j], now)
         if regrow and size[j] < jobs.pods[j]:
             growing[j] = [now, float(size[j] * run[j])]
             segments[j] = [(now, float(jobs.gpus[j] * size[j]))]
@@ -277,6 +314,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             size[j] += k
             where[j] += pl
             nodes_of[j] += [nd for nd, _ in pl]
+            if pack:
+                occupy(j, [nd for nd, _ in pl], now)
             end_at[j] = now + left / size[j]
             run[j] = end_at[j] - start[j]
             heapq.heappush(departures, (end_at[j], j))
@@ -325,6 +364,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             if t != end_at[j]:
                 continue  # an elastic gang that grew since: it leaves later
             growing.pop(j, None)
+            if pack:
+                vacate(j, nodes_of[j])
             g, m = int(jobs.gpus[j]), int(jobs.milli[j])
             for nd, slots in where.pop(j):
                 c.release(nd, slots, g, m)
@@ -341,50 +382,5 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             "seconds": time.perf_counter() - wall}
 
 
-def summarize(jobs: Jobs, res: dict, t0: float, t1: float) -> dict:
-    """Gang job completion time (wait + run) and 1-GPU delays, in minutes, over the jobs that
-    arrive in [t0, t1); a job that never started counts with its wait until t1 (a floor)."""
-    m = (jobs.arrival >= t0) & (jobs.arrival < t1)
-    started = np.isfinite(res["start"])
-    wait = np.where(started, res["start"] - jobs.arrival, t1 - jobs.arrival)
-    jct = wait + np.where(started, res["run"], jobs.duration)
-    gang = m & (jobs.pods > 1)
-    one = m & (jobs.pods == 1) & (jobs.gpus == 1) & (jobs.milli >= MILLI)
-    q = lambda a, p: round(float(np.percentile(a, p)) / 60, 1) if len(a) else float("nan")  # noqa
-    return {"policy": res["policy"], "gangs": int(gang.sum()),
-            "gang_jct_p50_min": q(jct[gang], 50), "gang_jct_p95_min": q(jct[gang], 95),
-            "gang_wait_p95_min": q(wait[gang], 95),
-            "gangs_spread_racks": int((gang & started & (res["spread"] >= 1)).sum()),
-            "gangs_spread_blocks": int((gang & started & (res["spread"] == 2)).sum()),
-            "gangs_unstarted": int((gang & ~started).sum()),
-            "one_gpu": int(one.sum()), "one_gpu_wait_p95_min": q(wait[one], 95),
-            "one_gpu_jct_p95_min": q(jct[one], 95),
-            "unstarted": int((m & ~started).sum()), "seconds": round(res["seconds"], 1),
-            # work (GPU-hours at full size) of the gangs that finished in the window, per day
-            "gang_gpu_h_done_per_day": round(float((jobs.pods * jobs.gpus * jobs.duration)[
-                gang & started & (res["start"] + res["run"] <= t1)].sum()) / 3600 /
-                max((t1 - t0) / 86400, 1e-9), 1),
-            "gangs_started_smaller": int((gang & started & (res["size"] < jobs.pods)).sum()),
-            "big_work_gpu_h_per_day": round(big_work_gpu_h(jobs, res, t0, t1) /
-                                            max((t1 - t0) / 86400, 1e-9), 1),
-            "eight_gpu_wait_p95_min": q(wait[m & (jobs.pods == 1) & (jobs.gpus >= 8)], 95)}
-
-
-def big_work_gpu_h(jobs: Jobs, res: dict, t0: float, t1: float) -> float:
-    """Work of big jobs (8 GPUs or more) done inside [t0, t1), in full-size full-speed
-    GPU-hours, finished or not: a job delivers its pods x GPUs x duration evenly over its run,
-    so a spread gang (slower) or one started smaller (fewer pods, longer) delivers less per
-    hour of its run than its GPUs x hours."""
-    segs = res.get("segments", {})
-    big = (jobs.pods * jobs.gpus >= 8) & np.isfinite(res["start"])
-    even = big.copy()
-    even[list(segs)] = False
-    s, r = res["start"][even], res["run"][even]
-    inside = np.clip(np.minimum(s + r, t1) - np.maximum(s, t0), 0.0, None)
-    work = (jobs.pods * jobs.gpus * jobs.duration)[even].astype(float)
-    total = float((work * inside / np.maximum(r, 1e-9)).sum())
-    for j, parts in segs.items():  # regrown elastic gangs: each size at its own rate
-        end = float(res["start"][j] + res["run"][j])
-        for (a, rate), nxt in zip(parts, [*[p[0] for p in parts[1:]], end]):
-            total += rate * max(0.0, min(nxt, t1) - max(a, t0))
-    return total / 3600
+__all__ = ["BLOCK", "ELASTIC", "POLICIES", "RACK", "big_work_gpu_h", "openb_levels",
+           "run_topology", "summarize"]

@@ -44,3 +44,14 @@ def demand(registry: str, cfg: dict[str, Any]) -> Any:
 
     model, version = _current(registry, "demand")
     return DemandProvider.from_model(model, version, cfg.get("demand") or {})
+
+
+def runtime(registry: str, cfg: dict[str, Any]) -> Any:
+    """RuntimeProvider over the registry's runtime model, at ``runtime.quantile`` (the
+    reservation's backfill and the drain plan read it), as the API's store serves it."""
+    from artifacts.adapters import RuntimeAdapter
+
+    q = str((cfg.get("runtime") or {}).get("quantile", "p50"))
+    if q not in ("p10", "p50", "p90"):
+        raise ValueError(f"runtime.quantile must be p10, p50 or p90, got {q!r}")
+    return RuntimeAdapter(_current(registry, "runtime")[0], q)

@@ -55,6 +55,8 @@ class PodRequest:
     gpu_models: tuple[ModelTerm, ...] = field(default=())
     queue: str = ""          # Kueue / Volcano queue, else the namespace (scheduler_hook.waiting)
     created: float = 0.0     # metadata.creationTimestamp, Unix seconds (0: unknown)
+    started: float = 0.0     # status.startTime, Unix seconds (0: not started or unknown); the
+                             # drain plan reads a resident's predicted end from it
     gang: str = ""           # "namespace/pod-group", "" when not in a gang
     # MIG: a shape of its own, (profile, count); gpus stays 0 (slices are not whole GPUs).
     # mig_single: asked as nvidia.com/gpu on a single-strategy product (-MIG-<profile>)
@@ -243,6 +245,8 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
                              else SLO_ANNOTATION),
         gpu_index=index, gpu_models=terms, queue=queue,
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
+        started=timestamp(status["startTime"]) if isinstance(status, dict) and
+        status.get("startTime") else 0.0,
         gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,
         gang_size=gang_size, topology_required=topo_req, topology_preferred=topo_pref,
         gang_min=gang_min(ann), scheduler=str(spec.get("schedulerName") or ""),

@@ -16,17 +16,24 @@ gives them back (hold bound) before the big jobs come. Here the reservation is m
   shadow time; every other node stays open to it. A pod whose run outlives the shadow is not
   preempted (the caller counts it).
 
+- a later big job may not take a node drained for a job ahead of it unless it is predicted
+  to end by the node's shadow time (EASY: a stream of 1-pod jobs would otherwise take a
+  gang's nodes one at a time).
+
 Pure functions on arrays, so that the extender's component (`Drain`) and the timeline replay
-(`simulator/timeline/drain.py`) apply the same rule.
+(`simulator/timeline/drain.py`) apply the same rule. The replay hands the component its plan;
+the extender builds one from its watch (`scheduler_hook/drain_plan.py`).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from scheduler_hook.scores.base import ComponentResult, Context
-from scheduler_hook.scores.reservation import not_held, predicted_runtime
+from scheduler_hook.scores.base import ComponentResult, Context, constant
+from scheduler_hook.scores.reservation import held_too_long, not_held, predicted_runtime, \
+    waited_s
 
 OVERDUE_FLOOR_S = 600.0
+MAX_HOLD_S = 1800.0  # default_config.yaml `drain_max_hold_s` (the third try's dev choice)
 
 
 def effective_end(end: np.ndarray, start: np.ndarray, now: float) -> np.ndarray:
@@ -89,30 +96,73 @@ def may_backfill(shadow: np.ndarray, now: float, runtime_s: float | None) -> np.
     return now + float(runtime_s) <= shadow
 
 
+def later_job_off(ahead_of: np.ndarray, mine: int, now: float, runtime_s: float | None,
+                  shadow: np.ndarray) -> np.ndarray:
+    """(n,) bool: nodes a big job of queue rank ``mine`` may not take: drained for a job
+    ahead of it (rank ``ahead_of`` < ``mine``), unless it is predicted to end by their shadow
+    (unknown run time: it is not)."""
+    run = float(runtime_s) if runtime_s is not None and np.isfinite(runtime_s) else np.inf
+    return (np.asarray(ahead_of) < mine) & (now + run > np.asarray(shadow, float))
+
+
 class Drain:
     """The extender's form: a `drain` provider gives the plan's shadow time per node row
     (``shadow_s(rows)``, absolute seconds, +inf where not drained) and ``now()``; the
     `runtime` provider the pod's predicted run time. Low-priority GPU pods score 0 on drained
-    nodes they would not leave in time."""
+    nodes they would not leave in time; a pod pending longer than ``drain_max_hold_s`` is not
+    held. In the extender (no `drain` provider) the plan is built from the cluster state, and
+    big pods are held off nodes drained for a job ahead of them (``later_job_off``); the
+    replay asks the component about small pods only and applies that rule itself."""
 
     name = "drain"
 
+    def __init__(self) -> None:
+        self._own = None  # the extender's plan, built on first use
+
+    def _plan(self, ctx: Context):
+        from scheduler_hook.drain_plan import DrainPlan
+
+        own = self._own
+        if own is None or own.state is not ctx.state or own.providers is not ctx.providers:
+            own = self._own = DrainPlan(ctx.state, ctx.providers, ctx.cfg)
+        return own.refresh()
+
     def score(self, ctx: Context) -> ComponentResult:
         plan = ctx.providers.fresh("drain")
-        out = not_held(ctx, plan, "no drain plan: nothing drained", "drained nodes")
+        build = plan is None and hasattr(ctx, "state")  # the extender: its own plan, below
+        # (built only for the pods the plan can hold: not_held needs a non-None stand-in)
+        out = not_held(ctx, plan if not build else self, "no drain plan: nothing drained",
+                       "drained nodes")
         if out is not None:
             return out
+        waited = waited_s(ctx)
+        hold = float(ctx.cfg.get("drain_max_hold_s", MAX_HOLD_S))
+        if held_too_long(waited, hold):
+            return constant(ctx, 1.0, f"pending {waited / 60:.0f} min, longer than the "
+                            f"{hold / 60:.0f} min a pod is held off drained nodes")
+        plan = self._plan(ctx) if build else plan
         run = predicted_runtime(ctx)
         now = float(plan.now())
         shadow = np.asarray(plan.shadow_s(ctx.rows), float)
+        if hasattr(plan, "rank") and _big(ctx):
+            off = later_job_off(plan.ahead_of(ctx.rows), plan.rank(ctx.pod), now, run, shadow)
+            return ComponentResult(np.where(off, 0.0, 1.0), lambda j: (
+                "drained for a big job ahead of this one" if off[j] else
+                "open to this big job"))
         ok = may_backfill(shadow, now, run)
 
         def reason(j: int) -> str:
             if not np.isfinite(shadow[j]):
                 return "not drained for a big job"
-            left = (shadow[j] - now) / 60
+            left = max(shadow[j] - now, 0.0) / 60  # a plan made a moment ago: not "-0"
             if ok[j]:
                 return f"backfill: predicted to end before the big job's start ({left:.0f} min)"
             return f"drained for a big job due in {left:.0f} min: predicted to run longer"
 
         return ComponentResult(np.where(ok, 1.0, 0.0), reason)
+
+
+def _big(ctx: Context) -> bool:
+    from scheduler_hook.drain_plan import BIG_GPUS, is_big
+
+    return is_big(ctx.pod, int(ctx.cfg.get("drain_big_gpus", BIG_GPUS)))

@@ -51,12 +51,17 @@ def held_too_long(waited_s: float, max_hold_s: float = MAX_HOLD_S) -> bool:
     return max_hold_s > 0 and waited_s > max_hold_s
 
 
-def _waited_s(ctx: Context) -> float:
+def waited_s(ctx: Context) -> float:
+    """How long the pod has been pending (s): the replay says it, the extender reads the
+    pod's age. Shared with the drain component."""
     w = getattr(ctx.pod, "waited_s", None)  # the replay says it; the extender has the pod's age
     if w is not None:
         return float(w)
     created = float(getattr(ctx.pod, "created", 0.0) or 0.0)
     return time.time() - created if created > 0 else 0.0
+
+
+_waited_s = waited_s  # the name scores/topology.py imports
 
 
 def predicted_runtime(ctx: Context) -> float | None:
@@ -88,7 +93,7 @@ class Reservation:
         out = not_held(ctx, model, "no demand forecast: nothing reserved", "reserved capacity")
         if out is not None:
             return out
-        waited = _waited_s(ctx)
+        waited = waited_s(ctx)
         hold = float(ctx.cfg.get("reservation_max_hold_s", MAX_HOLD_S))
         if held_too_long(waited, hold):
             return constant(ctx, 1.0, f"pending {waited / 60:.0f} min, longer than the "

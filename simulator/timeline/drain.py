@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from scheduler_hook.scores.drain import Drain, drain_times, effective_end, plan_shadows
+from scheduler_hook.scores.drain import Drain, drain_times, effective_end, later_job_off, \
+    plan_shadows
 from scheduler_hook.scores.reservation import held_too_long
 from simulator.timeline.reserve import CFG, HIGH, NCLASS, class_bound
 
@@ -159,9 +160,8 @@ class DrainGate:
         if self.dirty:
             self._replan()
         mine = self.rank.get(j, len(self.rank))
-        run = self.pred[j] if np.isfinite(self.pred[j]) else np.inf
         r = self.rows
-        off = r[(self.ahead_of[r] < mine) & (self.now + run > self.shadow[r])]
+        off = r[later_job_off(self.ahead_of[r], mine, self.now, self.pred[j], self.shadow[r])]
         out = np.ones(len(self.cluster.nodes), bool)
         out[off] = False
         return out, off

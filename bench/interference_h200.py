@@ -7,8 +7,8 @@ Parts: the two workloads drawn before any tuning (seeded: decode_gemv, resnet50_
 final part, scored once; `dev` scores the other six among themselves (their pairs only), `final`
 the final workloads' folds with every other pair as training, `all` every workload's fold (what
 to run on another measurement: nothing is tuned there), `pool` every fold of every dev set
-(the shared one and data/h200b, h200m, h200c), the others in training. `data/h200d` is set aside:
-no fold trains on it unless it is the one scored (`--data data/h200d --part all`, run once after
+(the shared one and data/h200b, h200m, h200c, h200d, h200e), the others in training. `data/h200f` is set aside:
+no fold trains on it unless it is the one scored (`--data data/h200f --part all`, run once after
 the choices). Writes bench/results/interference_h200_<part>.md (or --out).
 
 For each workload w: every pair involving w is held out (both modes), the model and the
@@ -38,7 +38,7 @@ from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
-SET_ASIDE = "h200d"  # eight workloads measured last, scored once after every choice
+SET_ASIDE = "h200f"  # eight workloads measured last (this session), scored once after every choice
 SAFE, MIN_SPEED = 0.85, 0.8
 
 
@@ -267,6 +267,7 @@ def main() -> None:
                          "(default: the committed measurements, data/h200*, other than --data)")
     ap.add_argument("--no-extra", action="store_true", help="train on --data's folds alone")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rows", default=None, help="also write the held-out rows to this CSV")
     a = ap.parse_args()
     pairs = load_h200_pairs(a.data)
     extras = [] if a.no_extra else (a.extra if a.extra is not None else committed(a.data))
@@ -290,6 +291,8 @@ def main() -> None:
     if a.part != "pool":
         r = lowo(pairs.reset_index(drop=True), folds, params, extra)
     took = time.time() - t
+    if a.rows:
+        r.to_csv(a.rows, index=False)
     cmd = "nice .venv/bin/python bench/interference_h200.py " + " ".join(sys.argv[1:])
     lines = [f"# Interference on a real H200, leave one workload out ({a.part})", "",
              f"Command: `{cmd.strip()}`  ", f"Machine: {machine()}  ",

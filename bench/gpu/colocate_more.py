@@ -16,7 +16,7 @@ memory util, power, SM clock, FB used) and GPM metrics (SM activity, occupancy, 
 DRAM bandwidth: the DCGM profiling fields) are recorded per window. A phased training job
 (train / eval / checkpoint / input stall) is recorded at 10 Hz with its true phase labels.
 
-usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d]
+usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f]
 """
 from __future__ import annotations
 
@@ -39,6 +39,16 @@ if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "c":
 if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "d":
     WORKLOADS = ["gemm_fp64", "gemm_fp16_small", "resnet50_b1", "bert_infer", "reduce_sum",
                  "elementwise_fp16", "cumsum_scan", "moe_bmm"]
+# --set e: eight more (ViT serving, cuDNN GRU training, top-k, a fused optimizer step, fp32 CNN
+# training, random gathers, fp8 tensor cores, many small causal attentions)
+if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "e":
+    WORKLOADS = ["vit_infer", "gru_train", "topk_select", "adam_step", "cnn_fp32_train",
+                 "index_gather", "gemm_fp8", "attn_small_b1"]
+# --set f: eight more (SwiGLU MLP, TF32 GEMM, batch-norm training, RNG, transposed convolutions,
+# 1-D audio convolutions, histogram atomics, a batch-1 small encoder)
+if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "f":
+    WORKLOADS = ["swiglu_bf16", "gemm_tf32", "batchnorm_train", "randn_gen", "convT_fp16",
+                 "conv1d_audio", "histc_atomic", "encoder_b1"]
 FAKE = "--fake" in sys.argv
 WARM = 0.7
 MEASURE = float(sys.argv[sys.argv.index("--measure") + 1]) if "--measure" in sys.argv else 3.0
@@ -182,6 +192,91 @@ def build(name: str):
             order = torch.argsort(route)
             xs = tok[order].view(16, -1, 2048)
             torch.bmm(xs, w)
+    elif name == "vit_infer":
+        step = _cnn_infer(torch, dev, "vit_b_16", 32)
+    elif name == "gru_train":
+        m = torch.nn.GRU(512, 512, num_layers=2, batch_first=True).to(dev)
+        opt = torch.optim.SGD(m.parameters(), lr=0.01)
+        xb = torch.randn(32, 256, 512, device=dev)
+        def step():
+            loss = m(xb)[0].pow(2).mean()
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    elif name == "topk_select":
+        x = torch.randn(4096, 32768, device=dev)
+        def step():
+            for _ in range(2): torch.topk(x, 64, dim=-1)
+    elif name == "adam_step":
+        ps = [torch.nn.Parameter(torch.randn(4096, 4096, device=dev)) for _ in range(12)]
+        for p_ in ps: p_.grad = torch.randn_like(p_)
+        opt = torch.optim.AdamW(ps, lr=1e-4, fused=True)
+        def step():
+            opt.step()
+    elif name == "cnn_fp32_train":
+        import torchvision
+        m = torchvision.models.resnet18().to(dev)
+        opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+        xb = torch.randn(32, 3, 224, 224, device=dev); yb = torch.randint(0, 1000, (32,), device=dev)
+        def step():
+            loss = torch.nn.functional.cross_entropy(m(xb), yb)
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
+    elif name == "index_gather":
+        x = torch.randn(100_000_000, device=dev)
+        def step():
+            idx = torch.randint(0, x.shape[0], (32_000_000,), device=dev)
+            x[idx].sum()
+    elif name == "gemm_fp8":
+        a = torch.randn(8192, 8192, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(8192, 8192, device=dev).to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=dev)
+        def step():
+            for _ in range(8): torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)
+    elif name == "attn_small_b1":
+        q = torch.randn(1, 16, 256, 64, device=dev, dtype=torch.half)
+        def step():
+            for _ in range(64): torch.nn.functional.scaled_dot_product_attention(q, q, q, is_causal=True)
+    elif name == "swiglu_bf16":
+        w1 = torch.randn(4096, 11008, device=dev, dtype=torch.bfloat16) / 64
+        w3 = torch.randn_like(w1); w2 = torch.randn(11008, 4096, device=dev, dtype=torch.bfloat16) / 100
+        xb = torch.randn(4096, 4096, device=dev, dtype=torch.bfloat16)
+        def step():
+            (torch.nn.functional.silu(xb @ w1) * (xb @ w3)) @ w2
+    elif name == "gemm_tf32":
+        a = torch.randn(8192, 8192, device=dev); b = torch.randn_like(a)
+        def step():
+            torch.backends.cuda.matmul.allow_tf32 = True
+            a @ b
+    elif name == "batchnorm_train":
+        bn = torch.nn.BatchNorm2d(256).to(dev).train()
+        xb = torch.randn(64, 256, 56, 56, device=dev)
+        def step():
+            for _ in range(4): bn(xb)
+    elif name == "randn_gen":
+        out = torch.empty(256 * 1024 * 1024, device=dev)
+        def step():
+            for _ in range(4): out.normal_()
+    elif name == "convT_fp16":
+        m = torch.nn.Sequential(torch.nn.ConvTranspose2d(256, 128, 4, 2, 1), torch.nn.ReLU(),
+                                torch.nn.ConvTranspose2d(128, 64, 4, 2, 1)).to(dev).half()
+        m = m.to(memory_format=torch.channels_last).eval()
+        xb = torch.randn(32, 256, 64, 64, device=dev, dtype=torch.half).to(memory_format=torch.channels_last)
+        def step():
+            with torch.inference_mode(): m(xb)
+    elif name == "conv1d_audio":
+        m = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Conv1d(256, 256, 9, padding=4), torch.nn.GELU())
+                                  for _ in range(6)]).to(dev).half().eval()
+        xb = torch.randn(16, 256, 16000, device=dev, dtype=torch.half)
+        def step():
+            with torch.inference_mode(): m(xb)
+    elif name == "histc_atomic":
+        x = torch.randn(64 * 1024 * 1024, device=dev)
+        def step():
+            for _ in range(2): torch.bincount((x.abs() * 64).long().clamp_(max=1023), minlength=1024)
+    elif name == "encoder_b1":
+        layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
+        m = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).to(dev).half().eval()
+        xb = torch.randn(1, 64, 512, device=dev, dtype=torch.half)
+        def step():
+            with torch.inference_mode(): m(xb)
     elif name == "gemm_bf16":
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16); b = torch.randn_like(a)
         def step():

@@ -146,6 +146,8 @@ def test_single_pods_keep_a_whole_rack_free_for_forecast_gangs():
     ({"levels": ["rack"], "spread_slowdown": 0.5}, "topology.spread_slowdown must be a number"),
     ({"levels": ["rack"], "remember": True}, "topology.remember must be a number"),
     ({"levels": ["rack"], "level": "x"}, "unknown key topology.level"),
+    ({"levels": ["rack"], "pack": "yes"}, "topology.pack must be true or false"),
+    ({"levels": ["rack"], "pack_gpus": 0}, "topology.pack_gpus must be a number"),
 ])
 def test_bad_topology_config_is_a_one_line_error(tmp_path, topology, says):
     import yaml
@@ -176,3 +178,29 @@ def test_pack_tiers_keep_draining_gang_nodes_and_empty_ones_for_last():
     first, then = pack_tiers(free_at, empty, gang_node, end=100.0)
     assert first.tolist() == [True, False, False, True]  # taken past 100 s, or no gang fits
     assert then.tolist() == [True, True, False, True]  # any taken node, never the empty one
+
+
+def test_pack_sends_a_long_single_pod_where_it_does_not_keep_a_draining_node_taken():
+    # a0 runs a pod predicted to end in days, b0 one predicted to end in 5 min; a1, b1 empty.
+    # A 1-GPU pod predicted to run 10 h goes to a0 first (taken past its end anyway), b0 next
+    # (it would keep b0 from a gang 10 h longer), the empty nodes last
+    st = _state({"a0": ("long", 4), "b0": ("short", 4)})
+    providers = ProviderSet()
+    cfg = load_config()
+    cfg["topology"] = {**cfg["topology"], "pack": True}
+    hook = ExtenderHook(st, providers, cfg)
+    single = make_pod("one", gpus=1)
+    assert len(set(_topology_values(hook, single)[0].values())) == 1  # no predictions yet
+    providers.set("runtime", Runtime({"long": 5e5, "short": 600.0, "one": 36000.0}))
+    value, why = _topology_values(hook, single)
+    assert value["a0"] > value["b0"] > value["a1"] == value["b1"]
+    assert "do not keep it from a gang longer" in why["a0"]
+    assert "kept for gangs, last" in why["a1"]
+    d = hook.scorer.decide(hook.pod(single), NAMES)
+    assert d.names[int(np.argmax(d.scores))] == "a0"
+    # a short pod ends before b0 frees: b0 is as good as a0 for it
+    providers.set("runtime", Runtime({"long": 5e5, "short": 3600.0, "one": 600.0}))
+    value, _ = _topology_values(hook, single)
+    assert value["a0"] == value["b0"] > value["a1"]
+    # an 8-GPU pod is not packed (it takes a gang-capable node whole)
+    assert len(set(_topology_values(hook, make_pod("one", gpus=8))[0].values())) == 1

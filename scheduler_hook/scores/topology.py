@@ -5,7 +5,9 @@ Args (config `topology`): `levels` (the ordered node-label levels, scheduler_hoo
 `remember` (gangs whose last steering is kept, so a gang-mate scored before the first one's
 binding is seen goes to the same domain), `spread_slowdown` / `soon_s` (how long a preferred
 gang may wait for a domain), `keep_level` (the level whose domains are kept whole-free for
-forecast gang demand; null: none kept).
+forecast gang demand; null: none kept), `pack` / `pack_gpus` (pods in no gang with fewer GPUs
+than `pack_gpus` go first where their predicted end does not prolong how long a node that can
+hold a gang pod stays taken; off by default; `keep_level` wins when both are set).
 
 The first pod of a gang goes to the smallest domain (the asked level, or a level nested in it)
 that can take the whole gang now; with a preferred level and no such domain, to the smallest
@@ -77,6 +79,8 @@ class TopologyGang:
         if not pod.gang or pod.gpus == 0:
             if pod.gpus and args.get("keep_level"):
                 return self._keep(ctx, str(args["keep_level"]))
+            if pod.gpus and args.get("pack"):
+                return self._pack(ctx, int(args.get("pack_gpus", 8)))
             return constant(ctx, 1.0, "not a GPU gang: no topology asked")
         level = pod.topology_required or pod.topology_preferred or args.get("default_level") or ""
         if not level:
@@ -236,3 +240,38 @@ class TopologyGang:
             return f"{short} {name}: not kept for gangs; fuller domains first"
 
         return ComponentResult(value[rows], reason)
+
+    def _pack(self, ctx: Context, big: int) -> ComponentResult:
+        """A pod in no gang, smaller than a gang pod: first on rows no gang pod fits or that
+        stay taken past its predicted end, then on other taken rows, empty gang-capable rows
+        last (prospect.pack_tiers): such rows then free up together (the replay's `pack`)."""
+        st, pod = ctx.state, ctx.pod
+        if pod.gpus >= big:
+            return constant(ctx, 1.0, f"{pod.gpus}-GPU pod: not packed (gang pods take "
+                            f"{big} GPUs)")
+        rt = ctx.providers.fresh("runtime")
+        run = rt.runtime_s(pod) if rt is not None else None
+        if run is None or not np.isfinite(run):
+            return constant(ctx, 1.0, "no predicted run time: not packed by departures")
+        now = time.time()
+        free_at = prospect.row_free_at(st, rt, now)
+        empty = ~np.any(st.usable & (st.free_milli < 1000), axis=1)
+        gang_node = np.count_nonzero(st.usable, axis=1) >= big
+        first, then = prospect.pack_tiers(free_at, empty, gang_node, now + float(run))
+        rows = ctx.rows
+        value = np.where(first, 1.0, np.where(then, 0.5, 0.0))[rows]
+        end_min = float(run) / 60
+
+        def reason(j: int) -> str:
+            r = rows[j]
+            if not gang_node[r]:
+                return f"no {big}-GPU gang pod fits this node: packed here first"
+            if first[r]:
+                return (f"taken until {(free_at[r] - now) / 60:.0f} min from now anyway: the "
+                        f"pod's predicted {end_min:.0f} min do not keep it from a gang longer")
+            if then[r]:
+                return (f"frees in {(free_at[r] - now) / 60:.0f} min; the pod's predicted "
+                        f"{end_min:.0f} min would keep it from a gang longer")
+            return "empty node that can hold a gang pod: kept for gangs, last"
+
+        return ComponentResult(value, reason)

@@ -30,7 +30,7 @@ import numpy as np
 from scheduler_hook import topology as topo
 from scheduler_hook.scores import topology_prospect as prospect
 from scheduler_hook.scores.base import ComponentResult, Context, constant
-from scheduler_hook.scores.reservation import _waited_s, held_too_long
+from scheduler_hook.scores.reservation import _waited_s, held_too_long, predicted_runtime
 
 
 def gang_members(state: Any) -> dict[str, list[tuple[str, str]]]:
@@ -249,12 +249,11 @@ class TopologyGang:
         if pod.gpus >= big:
             return constant(ctx, 1.0, f"{pod.gpus}-GPU pod: not packed (gang pods take "
                             f"{big} GPUs)")
-        rt = ctx.providers.fresh("runtime")
-        run = rt.runtime_s(pod) if rt is not None else None
-        if run is None or not np.isfinite(run):
+        run = predicted_runtime(ctx)
+        if run is None:
             return constant(ctx, 1.0, "no predicted run time: not packed by departures")
         now = time.time()
-        free_at = prospect.row_free_at(st, rt, now)
+        free_at = prospect.row_free_at(st, ctx.providers.fresh("runtime"), now)
         empty = ~np.any(st.usable & (st.free_milli < 1000), axis=1)
         gang_node = np.count_nonzero(st.usable, axis=1) >= big
         first, then = prospect.pack_tiers(free_at, empty, gang_node, now + float(run))

@@ -49,7 +49,8 @@ def run(a: argparse.Namespace) -> None:
                                    spread_rack=a.spread_rack, spread_block=a.spread_block,
                                    seed=seed, hold=a.hold, hold_pick=a.hold_pick,
                                    reserved=reserved, regrow=a.regrow,
-                                   reserve_nodes=a.reserve_nodes, pack=a.pack)
+                                   reserve_nodes=a.reserve_nodes, pack=a.pack,
+                                   elastic_wait=a.elastic_wait)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
                            spread_rack=a.spread_rack, spread_block=a.spread_block,
@@ -57,6 +58,7 @@ def run(a: argparse.Namespace) -> None:
                            hold_pick=a.hold_pick,
                            keep=a.keep if pol.startswith("topology") else "none",
                            regrow=a.regrow and pol == ELASTIC,
+                           elastic_wait=a.elastic_wait and pol == ELASTIC,
                            reserve_nodes=a.reserve_nodes,
                            pack=a.pack and pol.startswith("topology"))
                 record(row, RUNS)
@@ -84,6 +86,7 @@ def label(r: dict) -> str:
         out += " pack"
     if r.get("reserve_nodes"):
         out += " + node reservation"
+    out += " waits" if r.get("elastic_wait") else ""
     return out + (" regrow" if r.get("regrow") else "")
 
 
@@ -107,7 +110,7 @@ def report() -> None:
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
            "--seeds S --days 2 --load L --phase dev|final|elastic|elastic-dev [--policies P] "
            "[--hold K] [--hold-pick predicted|free|collect] [--keep none|flat|forecast] "
-           "[--regrow] [--pack]`",
+           "[--regrow] [--pack] [--elastic-wait]`",
            f"- report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
            "bench/results/topology_runs.jsonl; the runs (date, machine, arguments):"]
     out += [f"  - {d}: {m}; `{c}`" for d, m, c in runs]
@@ -124,7 +127,9 @@ def report() -> None:
             "rack was re-chosen every pass; `keep flat|forecast`: single pods keep off the "
             "racks kept whole-free for that gang demand forecast; `regrow`: elastic gangs "
             "grow when their rack has room; `pack`: pods of < 8 GPUs go first where their "
-            "predicted end does not prolong how long an 8-GPU node stays taken",
+            "predicted end does not prolong how long an 8-GPU node stays taken; `waits`: "
+            "elastic gangs wait for a whole rack as static ones do and start smaller only "
+            "where they would spread",
             "- times in minutes over the jobs arriving in the measured window; a job that never "
             "started counts with its wait until the window's end (a floor)", ""]
     for phase in ("dev", "final"):
@@ -246,6 +251,9 @@ def main() -> None:
     ap.add_argument("--pack", action="store_true",
                     help="pods of < 8 GPUs first where they do not keep an 8-GPU node taken "
                     "longer (predicted run times)")
+    ap.add_argument("--elastic-wait", action="store_true",
+                    help="elastic gangs wait for a whole rack like static ones and start "
+                    "smaller only instead of spreading")
     ap.add_argument("--regrow", action="store_true",
                     help="elastic gangs started smaller grow when their rack has room")
     ap.add_argument("--phase", choices=("dev", "final", "elastic", "elastic-dev"),

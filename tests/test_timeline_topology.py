@@ -192,3 +192,18 @@ def test_pack_puts_a_long_small_pod_where_it_does_not_keep_a_draining_node_taken
             where.setdefault(pack, set()).add(r["nodes"][2][0] == r["nodes"][0][0])
     assert where[True] == {True}
     assert False in where[False], "FGD alone never chose the draining node: the test shows nothing"
+
+
+def test_elastic_wait_waits_for_a_rack_that_frees_soon_and_starts_smaller_only_instead_of_spreading():
+    seed = _split_seed()
+    jobs = _jobs()  # the singles end at t=100: a rack then holds the gang whole
+    eager = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
+                         runtime_p50=jobs.duration, **KW)
+    assert eager["start"][2] == 1.0 and eager["size"][2] == 1
+    waits = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
+                         runtime_p50=jobs.duration, elastic_wait=True, **KW)
+    assert waits["start"][2] == pytest.approx(100.0) and waits["size"][2] == 2
+    # believed to run for days: it would spread, and starts smaller in one rack instead
+    late = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
+                        runtime_p50=np.array([1e6, 1e6, 10000.0]), elastic_wait=True, **KW)
+    assert late["start"][2] == 1.0 and late["size"][2] == 1 and late["spread"][2] == 0

@@ -74,8 +74,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  spread_block: float = 1.6, rack_nodes: int = 16, block_racks: int = 8,
                  seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True,
                  hold: int = 0, hold_pick: str = "predicted", reserved=None,
-                 regrow: bool = False, reserve_nodes: bool = False, pack: bool = False
-                 ) -> dict:
+                 regrow: bool = False, reserve_nodes: bool = False, pack: bool = False,
+                 elastic_wait: bool = False) -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
@@ -91,7 +91,9 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     ReservationGate) for the ``reserved`` gang GPUs, under any policy; pods pending longer than
     the reservation's hold bound (300 s) are held off neither racks nor nodes; ``pack``
     (topology policies): a pod of < 8 GPUs goes first where it does not prolong how long an
-    8-GPU node stays taken (scores.topology_prospect.pack_tiers, by predicted run times)."""
+    8-GPU node stays taken (scores.topology_prospect.pack_tiers, by predicted run times);
+    ``elastic_wait``: an elastic gang waits for a whole rack as a static one does and starts
+    smaller only where it would spread."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -216,6 +218,11 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             holds[j] = r
         held_by[rack == r], held_t[rack == r] = j, max(float(t[r]), now)
 
+    def start_smaller(j: int, rcap: np.ndarray, now: float) -> list | None:
+        r = int(np.argmax(rcap))
+        size[j] = int(min(jobs.pods[j], rcap[r]))
+        return place(j, size[j], rack == r, now)
+
     def try_gang(j: int, now: float) -> list | None:
         g, p = int(jobs.gpus[j]), int(jobs.pods[j])
         s = slots_now(g)
@@ -232,16 +239,17 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             return place(j, p, rack == r, now)
         if policy == "required":
             return None
-        if elastic and rcap.max() >= max(1, p // 2):  # the largest size one rack holds now
-            r = int(np.argmax(rcap))
-            size[j] = int(min(p, rcap[r]))
-            return place(j, size[j], rack == r, now)
+        smaller = elastic and rcap.max() >= max(1, p // 2)  # the largest size one rack holds
+        if smaller and not elastic_wait:
+            return start_smaller(j, rcap, now)
         bcap = np.bincount(block, weights=s, minlength=nb)
         bfit = np.flatnonzero(bcap >= p)
         cost = pred[j] * ((spread_rack if len(bfit) else spread_block) - 1.0)
         waited = now - float(jobs.arrival[j])
         if waited + float(rack_times(j, now).min()) - now <= wait_share * cost:
             return None  # a rack frees before spreading would have cost more: wait for it
+        if smaller:  # elastic_wait: smaller in one rack instead of spread (no GPU-time lost)
+            return start_smaller(j, rcap, now)
         if len(bfit):
             b = int(bfit[np.argmin(bcap[bfit])])
             return place(j, p, block == b, now)

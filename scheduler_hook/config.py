@@ -47,4 +47,18 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
             raise ForesightError(f"config {path}: fragmentation.{name} must be a number in "
                                  f"[{lo:g}, {hi:g}]")
     check_topology(merged, f"config {path}")
+    _check_drain(merged, f"config {path}")
     return merged
+
+
+def _check_drain(cfg: dict, where: str) -> None:
+    """The drain component's and run-time provider's keys (issue 28): one-line errors."""
+    for name, lo in (("drain_max_hold_s", 0.0), ("drain_big_gpus", 1.0),
+                     ("drain_replan_s", 0.0)):
+        v = cfg.get(name)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < lo:
+            raise ForesightError(f"{where}: {name} must be a number >= {lo:g}")
+    q = (cfg.get("runtime") or {}).get("quantile") if isinstance(cfg.get("runtime"), dict) \
+        else None
+    if q not in ("p10", "p50", "p90"):
+        raise ForesightError(f"{where}: runtime.quantile must be p10, p50 or p90, got {q!r}")

@@ -188,3 +188,24 @@ def test_runtime_loader_serves_the_registry_model_at_the_configured_quantile(tmp
     prov = load_registry(str(tmp_path / "reg"), {"runtime": cfg["loaders"]["runtime"]}, 3600,
                          cfg=cfg)
     assert prov.fresh("runtime") is None and "p99" in prov.slots["runtime"].error
+
+
+@pytest.mark.parametrize("cfg, says", [
+    ({"drain_max_hold_s": -1}, "drain_max_hold_s must be a number >= 0"),
+    ({"drain_big_gpus": "eight"}, "drain_big_gpus must be a number >= 1"),
+    ({"drain_replan_s": True}, "drain_replan_s must be a number"),
+    ({"runtime": {"quantile": "p99"}}, "runtime.quantile must be p10, p50 or p90"),
+    ({"runtime": "p50"}, "runtime.quantile must be"),
+])
+def test_bad_drain_config_is_a_one_line_error(tmp_path, cfg, says):
+    import yaml
+
+    from ground.errors import ForesightError
+
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ForesightError) as err:
+        load_config(path)
+    assert says in str(err.value) and "\n" not in str(err.value)
+    path.write_text(yaml.safe_dump({"drain_max_hold_s": 600, "runtime": {"quantile": "p90"}}))
+    assert load_config(path)["runtime"]["quantile"] == "p90"

@@ -63,7 +63,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                    if r.get("runtime_quantile", "p90") == a.runtime_quantile
                                    and r.get("quantile", "p90") == a.quantile
                                    and r.get("max_hold_s") == a.max_hold
-                                   and r.get("drain_jobs", "all") == _drain_label(a)}
+                                   and r.get("drain_jobs", "all") == _drain_label(a)
+                                   and r.get("hold_multi", 1.0) == a.hold_multi}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -76,13 +77,15 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                 cfg = CaseConfig(profile=prof, seed=seed, days=a.days, gang=not a.no_gang,
                                  load=a.load, policies=group, horizon=a.horizon,
                                  quantile=a.quantile, runtime_quantile=a.runtime_quantile,
-                                 max_hold_s=a.max_hold, drain_jobs=a.drain_jobs)
+                                 max_hold_s=a.max_hold, drain_jobs=a.drain_jobs,
+                                 hold_multi=a.hold_multi)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
                     r.update(phase=a.phase, days=a.days, horizon=a.horizon,
                              quantile=a.quantile, runtime_quantile=a.runtime_quantile,
-                             max_hold_s=a.max_hold, drain_jobs=_drain_label(a), load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             max_hold_s=a.max_hold, drain_jobs=_drain_label(a),
+                             hold_multi=a.hold_multi, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -215,10 +218,12 @@ def write(phase: str, command: str, notes: Path | None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
-                                        "final28b", "dev28c", "final28c"), default="dev",
+                                        "final28b", "dev28c", "final28c", "dev28d", "final28d"),
+                    default="dev",
                     help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
                          "dev28b / final28b: the second try (open lent nodes, hold bound); "
-                         "dev28c / final28c: the third (targeted draining)")
+                         "dev28c / final28c: the third (targeted draining); dev28d / "
+                         "final28d: the fourth (2-4 GPU jobs' hold bound, --hold-multi)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -234,6 +239,9 @@ def main() -> None:
     ap.add_argument("--drain-jobs", type=int, default=None,
                     help="draining policies: plan for the first N pending big jobs (default: "
                          "all: conservative backfilling)")
+    ap.add_argument("--hold-multi", type=float, default=1.0,
+                    help="backfill: 2-4 GPU jobs' hold bound is --max-hold times this "
+                         "(inf: none)")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

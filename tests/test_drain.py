@@ -88,3 +88,24 @@ def test_a_later_big_job_does_not_take_a_gangs_drained_node():
     assert r.start[2] == 2000 and r.start[3] == 2100
     fgd = run_timeline(nodes(8, 8), jobs(rows), "fgd", 0, 9000)
     assert fgd.start[3] == 1000 and fgd.start[2] == 6000  # the single jumps the gang
+
+
+def test_hold_multi_holds_2_to_4_gpu_jobs_longer_and_1_gpu_jobs_as_before():
+    rows = [(0, 1000, 1, 5, 1000),    # node A frees at 1000: drained for the big job
+            (0, 50000, 1, 7, 1000),   # node B: one GPU free for a long time
+            (10, 100, 1, 8, 1000),    # the big job, shadow 1000
+            (20, 3000, 1, 2, 1000)]   # 2 GPUs for ~3000 s: fits only on A, would delay it
+    pred = np.array([1000.0, 50000.0, 100.0, 3000.0])
+    kw = dict(reserved=_Zero(), reserve_for="big", runtime_s=pred, max_hold_s=100)
+    r = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, **kw)
+    assert abs(r.start[3] - 120) < 1  # pending past the 100-s bound: takes A
+    assert r.start[2] > 3000  # and the big job waits for it
+    held = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, hold_multi=np.inf,
+                        **kw)
+    assert held.start[2] == 1000 and held.start[3] == 1100  # after the big job, on A
+    one = [*rows[:3], (20, 3000, 1, 1, 1000), (25, 3000, 1, 1, 1000)]  # 1-GPU: bound as before
+    kw["runtime_s"] = np.append(pred, 3000.0)
+    a = run_timeline(nodes(8, 8), jobs(one), "drain-pending", 0, 90000, hold_multi=np.inf, **kw)
+    b = run_timeline(nodes(8, 8), jobs(one), "drain-pending", 0, 90000, **kw)
+    np.testing.assert_array_equal(a.start, b.start)
+    assert a.start[3] == 20 and abs(a.start[4] - 125) < 1  # B's free GPU; then aged: A

@@ -21,7 +21,7 @@ import numpy as np
 from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
-from scheduler_hook.scores.reservation import MAX_HOLD_S
+from scheduler_hook.scores.reservation import MAX_HOLD_S, held_too_long
 from simulator.timeline.drain import DrainGate
 from simulator.timeline.reserve import NCLASS, ReservationGate, runtime_class
 from simulator.timeline.workload import Jobs
@@ -55,8 +55,8 @@ class _Gangs:
 def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: float,
                  reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
                  reserve_for: str = "gang", seed: int = 0, runtime_s=None,
-                 max_hold_s: float | None = None, drain_jobs: int | None = None
-                 ) -> TimelineResult:
+                 max_hold_s: float | None = None, drain_jobs: int | None = None,
+                 hold_multi: float = 1.0) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -68,6 +68,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     ``max_hold_s``: backfilling policies, a pod pending longer may use reserved nodes (the
     component's `held_too_long`; None: its default, 0: no bound); the others hold with no bound.
     ``drain_jobs``: draining policies, plan for the first this many pending big jobs (None: all).
+    ``hold_multi``: 2-4 GPU jobs' hold bound is ``max_hold_s`` times this (inf: none; the issue
+    bounds only the fractional and 1-GPU classes' p95).
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -113,6 +115,10 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pending_gpus = 0.0
 
     exempt = jobs.pods > 1 if reserve_for == "gang" else jobs.gpus >= 8
+    # per job: pending longer than this, a job is no longer held off (0: never)
+    mid = (jobs.gpus >= 2) & (jobs.gpus < 8)
+    hold_j = np.where(exempt, 0.0, np.where(mid, hold * hold_multi if np.isfinite(hold_multi)
+                                            else 0.0, hold))
 
     def key_of(j: int) -> tuple:
         pods = int(jobs.pods[j]) if gang else 1
@@ -193,7 +199,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
 
     def aged(j: int, now: float) -> bool:
         """Pending longer than the hold bound: no longer held off reserved nodes."""
-        return hold > 0 and not exempt[j] and gate.may_take_reserved(now - jobs.arrival[j])
+        return hold_j[j] > 0 and held_too_long(now - jobs.arrival[j], hold_j[j])
 
     def fits(k: tuple, agg, top: int | None = None, now: float = 0.0) -> bool:
         a = agg.every if top is not None and aged(top, now) else agg.for_key(k, top)
@@ -367,8 +373,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 push(j, k, r)
             pending_jobs += 1
             pending_gpus += float(jobs.gpu_request[j])
-            if hold > 0 and not exempt[j]:
-                heapq.heappush(wakes, (now + hold + 1e-3, j))
+            if hold_j[j] > 0:
+                heapq.heappush(wakes, (now + hold_j[j] + 1e-3, j))
             if placer.drain and exempt[j]:
                 drain.arrived(j)
             if not fits(k, _Agg()):

@@ -31,6 +31,7 @@ class CaseConfig:
     decay_bins: int = 6  # backfill: the reservation decays over the last hour's shortfall
     max_hold_s: float | None = None  # backfill: hold bound (None: the component's default)
     drain_jobs: int | None = None  # draining: pending big jobs planned for (None: all)
+    hold_multi: float = 1.0  # 2-4 GPU jobs' hold bound: max_hold_s x this (inf: none)
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 
@@ -90,7 +91,8 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
         c0 = time.process_time()
         res = run_timeline(nodes, jobs, p, t0, t1, reserved=sched, gang=cfg.gang,
                            reserve_for=cfg.reserve_for, seed=cfg.seed, runtime_s=runtime,
-                           max_hold_s=cfg.max_hold_s, drain_jobs=cfg.drain_jobs)
+                           max_hold_s=cfg.max_hold_s, drain_jobs=cfg.drain_jobs,
+                           hold_multi=cfg.hold_multi)
         cpu = time.process_time() - c0
         row = summarize(jobs, res, 0.0, t1)
         if placer.backfill:

@@ -147,9 +147,12 @@ def run(a: argparse.Namespace) -> None:
             t0, t1 = -86400.0, a.days * 86400.0
             pred = predicted_runtimes(jobs, t0, t1)["p50"].to_numpy()
             for pol in a.policies.split(","):
-                res = run_topology(nodes, jobs, pol, t0, t1, runtime_p50=pred, seed=seed)
+                pack = a.pack and pol.startswith("topology")
+                res = run_topology(nodes, jobs, pol, t0, t1, runtime_p50=pred, seed=seed,
+                                   pack=pack)
                 row = diagnose(jobs, res, nodes.gpus, 0.0, t1)
-                row.update(profile=prof, seed=seed, policy=pol, days=a.days, load=a.load)
+                row.update(profile=prof, seed=seed, policy=pol + (" pack" if pack else ""),
+                           days=a.days, load=a.load)
                 record(row, RUNS)
     report()
 
@@ -162,13 +165,25 @@ COLS = ("gangs", "unstarted", "gang_jct_p95_min", "tail", "tail_unstarted", "tai
         "room_p50", "saturated_share", "fragmented_share")
 
 
+def runs(rows: list[dict]) -> list[str]:
+    by: dict[str, list[dict]] = {}
+    for r in rows:
+        by.setdefault(r["command"], []).append(r)
+    out = []
+    for cmd, rs in by.items():
+        load = [float(r["machine"].split("load average ")[1].split(" ")[0]) for r in rs]
+        out.append(f"{min(r['date'] for r in rs)}, {min(load)}-{max(load)}, `{cmd}`")
+    return sorted(out)
+
+
 def report() -> None:
     rows = [json.loads(x) for x in RUNS.read_text().splitlines()] if RUNS.exists() else []
     out = ["# Why gangs wait: topology replay diagnosis (issue 31, dev seeds)", "",
            "- command: `nice .venv/bin/python bench/topology_diagnose.py --profiles P --seeds S "
-           "--policies fgd,topology` (2 days after 1 day of warm-up, load 0.8)",
-           "- runs: " + "; ".join(sorted({f"{r['date']}: {r['machine']}; `{r['command']}`"
-                                         for r in rows})),
+           "--policies fgd,topology [--pack]` (2 days after 1 day of warm-up, load 0.8)",
+           "- runs (first date, 1-min load average range, arguments), on "
+           + (rows[0]["machine"].split("; load")[0] if rows else "-") + ": "
+           + "; ".join(runs(rows)),
            "- columns: see the module doc of bench/topology_diagnose.py; `_p50` columns are "
            "medians over the 10-minute samples at which at least one gang is pending; 8-GPU "
            "nodes: 617 of the 1,213 openb nodes", "",
@@ -187,6 +202,7 @@ def main() -> None:
     ap.add_argument("--days", type=float, default=2.0)
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--policies", default="fgd,topology")
+    ap.add_argument("--pack", action="store_true", help="topology policies with pack")
     a = ap.parse_args()
     t = time.time()
     run(a)

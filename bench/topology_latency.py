@@ -5,7 +5,9 @@ bench/extender_latency.py, Scorer.decide per pod (filter and prioritize share it
    demand), interleaved against the component off;
 3. required-rack gang pods (4 x 8 GPUs, racks of 16 nodes);
 4. preferred-rack gang pods of 16 x 8 GPUs with run-time predictions: no rack holds one now,
-   so each first pod reads the predicted departures (the "soon" path).
+   so each first pod reads the predicted departures (the "soon" path);
+5. plain pods with `topology.pack` (run-time predictions: where a pod's predicted end does
+   not prolong how long an 8-GPU node stays taken), interleaved against the component off.
 Writes bench/results/topology_latency.md. Usage: nice .venv/bin/python bench/topology_latency.py
 """
 from __future__ import annotations
@@ -109,12 +111,16 @@ def main() -> None:
     hook.providers.set("runtime", Runtime())
     pref = gangs(hook, st, names, {"kueue.x-k8s.io/podset-preferred-topology": RACK}, 16, 48,
                  "s")
+    cfg["topology"] = {**cfg["topology"], "pack": True}
+    pack = interleaved(hook, st, names, on, off, "p")
     rows = [("plain 1-/2-GPU pods, topology off", plain["off"]),
             ("plain 1-/2-GPU pods, topology on", plain["on"]),
             ("plain pods, topology off (keep run)", keep["off"]),
             ("plain pods, topology on with keep_level (racks kept for 64 GPUs)", keep["on"]),
             ("required-rack gang pods, 4 x 8 GPUs", req),
-            ("preferred-rack gang pods, 16 x 8 GPUs, run-time predictions (soon path)", pref)]
+            ("preferred-rack gang pods, 16 x 8 GPUs, run-time predictions (soon path)", pref),
+            ("plain pods, topology off (pack run)", pack["off"]),
+            ("plain pods, topology on with pack (run-time predictions)", pack["on"])]
     out = ["# Topology score: extender cost (issue 31)", "",
            "- command: `nice .venv/bin/python bench/topology_latency.py`",
            f"- machine: {machine()}",

@@ -99,6 +99,8 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
         y = g["y"].to_numpy()
         unsafe = y < MIN_SPEED
         admits = {"model (p10)": g["p10"].to_numpy() >= MIN_SPEED,
+                  # the point alone: how far the information goes without any margin
+                  "model point (no margin)": g["model"].to_numpy() >= MIN_SPEED,
                   "util_rule": g["util_rule"].to_numpy() >= MIN_SPEED,
                   "memaware": np.ones(len(g), bool)}
         for name, adm in admits.items():
@@ -261,6 +263,9 @@ def main() -> None:
     ap.add_argument("--margin", choices=["scaled", "band"], default="scaled",
                     help="the p10 margin: learned scale (normalized conformal) or per band")
     ap.add_argument("--trees", type=int, default=None, help="n_estimators of the learned part")
+    ap.add_argument("--alpha", type=float, default=None,
+                    help="the bound's level (default 0.1: the p10); the safety trade-off of "
+                         "a less pessimistic bound")
     ap.add_argument("--no-step", action="store_true", help="drop step_s (DCGM fields only)")
     ap.add_argument("--extra", action="append", default=None,
                     help="another colocate output dir whose pairs join every fold's training "
@@ -277,6 +282,8 @@ def main() -> None:
     params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form, "margin": a.margin}
     if a.trees is not None:
         params["n_estimators"] = a.trees
+    if a.alpha is not None:
+        params["alpha"] = a.alpha
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
     t = time.time()
     if a.part == "pool":
@@ -298,7 +305,8 @@ def main() -> None:
              f"Command: `{cmd.strip()}`  ", f"Machine: {machine()}  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",
              data_line(a, pairs, names, extras, folds, sets if a.part == "pool" else [])
-             + f"; mechanism {a.mechanism} (MPS form {a.mps_form}, p10 margin {a.margin}), "
+             + f"; mechanism {a.mechanism} (MPS form {a.mps_form}, p10 margin {a.margin}"
+             f"{f', bound level alpha {a.alpha}' if a.alpha is not None else ''}), "
              f"step time "
              f"{'dropped' if a.no_step else 'from the solo step'}; {took:.0f} s.", "",
              *report(r, "Held-out rows"),

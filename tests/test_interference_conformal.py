@@ -21,7 +21,7 @@ def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_scale_is_narrow_where_errors_are_small_and_keeps_coverage():
     X, err, groups = _rows(1200, 0)
-    scale, q = fit_scale(X, err, groups, alpha=0.1)
+    scale, q, _ = fit_scale(X, err, groups, alpha=0.1)
     Xn, errn, _ = _rows(4000, 1)
     margin = scaled_margin(scale, q, Xn)
     calm, noisy = margin[Xn[:, 0] == 0], margin[Xn[:, 0] == 1]
@@ -30,6 +30,24 @@ def test_scale_is_narrow_where_errors_are_small_and_keeps_coverage():
     assert 0.05 <= below <= 0.15
     # one margin for all rows would have to be as wide as the noisy rows need
     assert np.median(calm) < np.quantile(errn, 0.9) / 3
+
+
+def test_each_sharing_mode_gets_its_own_q_where_the_scale_cannot_tell_them_apart():
+    X, err, groups = _rows(1600, 4)
+    mode = np.where(np.random.default_rng(5).random(1600) < 0.5, "mps", "timeslice")
+    err = np.where(mode == "mps", 2.5 * err, err)  # the mode is not among the features
+    scale, q, per = fit_scale(X, err, groups, alpha=0.1, strata=mode)
+    assert set(per) == {"mps", "timeslice"} and per["mps"] > 1.8 * per["timeslice"]
+    Xn, errn, _ = _rows(4000, 6)
+    moden = np.where(np.random.default_rng(7).random(4000) < 0.5, "mps", "timeslice")
+    errn = np.where(moden == "mps", 2.5 * errn, errn)
+    pooled = scaled_margin(scale, q, Xn)
+    own = scaled_margin(scale, np.where(moden == "mps", per["mps"], per["timeslice"]), Xn)
+    for m in ("mps", "timeslice"):
+        assert 0.05 <= np.mean((errn > own)[moden == m]) <= 0.15
+    # the pooled q leaves one mode's speeds under the bound far more often than the other's
+    gap = abs(np.mean((errn > pooled)[moden == "mps"]) - np.mean((errn > pooled)[moden != "mps"]))
+    assert gap > 0.05
 
 
 def test_too_few_rows_or_one_group_gives_no_scale():

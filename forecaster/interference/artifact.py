@@ -42,7 +42,7 @@ def save_model(model: "InterferenceModel", path: str | Path) -> Path:
             "n_folds", "use_identity", "mechanism", "margin", "n_threads", "seed")},
         "mechanism": model.mechanism_.to_json() if model.mechanism_ is not None else None,
         "band_offsets": model.band_offsets_, "base": model.base_, "solo": model.solo_,
-        "scale_q": model.scale_q_,
+        "scale_q": model.scale_q_, "scale_q_mode": model.scale_q_mode_,
         "blend": model.blend_,
         "features": model.feature_names_, "side_features": model.side_features_,
         "categories": model.categories_, "identity": model.identity_,
@@ -88,6 +88,7 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     m.p10_ = lgb.Booster(model_str=texts["p10.txt"]) if "p10.txt" in texts else None
     m.scale_ = lgb.Booster(model_str=texts["scale.txt"]) if "scale.txt" in texts else None
     m.scale_q_ = float(body.get("scale_q", 0.0))
+    m.scale_q_mode_ = {k: float(v) for k, v in body.get("scale_q_mode", {}).items()}
     m.feature_names_ = body["features"]
     m.side_features_ = body["side_features"]
     m.categories_ = body["categories"]

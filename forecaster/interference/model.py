@@ -97,7 +97,7 @@ class InterferenceModel:
         self.metrics_ = {"pairs": int(len(pairs)), "directed_rows": int(len(d)),
                          "training_rows": int(len(X)), "conformal_offset": self.offset_,
                          "band_offsets": self.band_offsets_, "blend": self.blend_,
-                         "scale_q": self.scale_q_,
+                         "scale_q": self.scale_q_, "scale_q_mode": self.scale_q_mode_,
                          "held_out_mae": self.blend_mae_,
                          "mechanism_modes": self.mechanism_.modes_ if self.mechanism_ else [],
                          "calibration_rows": self.calibration_rows_,
@@ -220,14 +220,24 @@ class InterferenceModel:
         for b in np.unique(bands):
             if (bands == b).sum() >= MIN_BAND_SCORES:
                 self.band_offsets_[str(b)] = conformal(sc[bands == b], self.alpha)
-        self.scale_, self.scale_q_ = None, 0.0
+        self.scale_, self.scale_q_, self.scale_q_mode_ = None, 0.0, {}
         if on.any() and self.margin == "scaled":
-            fitted = fit_scale(np.column_stack([np.vstack(mats)[on], chosen[on]]),
-                               (chosen - yb)[on], np.concatenate(gids)[on], self.alpha,
-                               self.seed, self.n_threads)
+            mat = np.vstack(mats)[on]
+            fitted = fit_scale(np.column_stack([mat, chosen[on]]), (chosen - yb)[on],
+                               np.concatenate(gids)[on], self.alpha, self.seed,
+                               self.n_threads, self._modes(mat))
             if fitted is not None:
-                self.scale_, self.scale_q_ = fitted
+                self.scale_, self.scale_q_, self.scale_q_mode_ = fitted
         self.calibration_rows_ = int(n)
+
+    def _modes(self, X: np.ndarray) -> np.ndarray:
+        """The sharing mode of each row of a feature matrix ("" where unknown)."""
+        cats = self.categories_.get("sharing", [])
+        if "sharing" not in self.feature_names_ or not cats:
+            return np.full(len(X), "", object)
+        code = X[:, self.feature_names_.index("sharing")]
+        names = np.array(list(cats) + [""], object)
+        return names[np.where(np.isnan(code), len(cats), code).astype(int)]
 
     def _train_matrix(self, d: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         """Training features, targets and each row's index into `d`; identity encodings out
@@ -297,7 +307,8 @@ class InterferenceModel:
         if self.p10_ is None:
             low = point - self.offset_ * margin_scale(point)
             if prior is not None and self.scale_ is not None:
-                wide = scaled_margin(self.scale_, self.scale_q_, np.column_stack([X, point]),
+                q = np.array([self.scale_q_mode_.get(m, self.scale_q_) for m in self._modes(X)])
+                wide = scaled_margin(self.scale_, q, np.column_stack([X, point]),
                                      self.n_threads)
                 low = np.where(np.isnan(prior), low, point - wide)
             elif prior is not None and self.band_offsets_:

@@ -43,8 +43,10 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
     model = InterferenceModel(seed=seed).fit(table)
     model.save(model_dir)
     m = model.metrics_
-    margin = (f"p10 margin q={m['scale_q']:.2f} x a learned scale where the mechanism "
-              f"serves, {m['conformal_offset']:+.4f} elsewhere" if m.get("scale_q")
+    per_mode = ", ".join(f"{k} {v:.2f}" for k, v in sorted((m.get("scale_q_mode") or {}).items()))
+    margin = (f"p10 margin q={m['scale_q']:.2f}{f' ({per_mode})' if per_mode else ''} x a "
+              f"learned scale where the mechanism serves, {m['conformal_offset']:+.4f} "
+              f"elsewhere" if m.get("scale_q")
               else f"p10 conformal offset {m['conformal_offset']:+.4f}")
     console.print(f"fitted on {m['pairs']} pairs ({m['directed_rows']} measured directions, "
                   f"{m['workloads']} workloads); {margin}; saved to {model_dir}")

@@ -220,9 +220,11 @@ NOTES = [
     "partner is busy) and LightGBM on top: on its residual, or with its speed as a feature, "
     "or not at all, whichever errs least on the workloads held out inside the training folds.",
     "- Training data of a fold: the scored set's pairs without the held-out workload, plus the "
-    "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c, less the one "
-    "scored and less every pair of a workload of the held-out name). `data/h200d` is set "
-    "aside: in no fold's training unless it is the set scored (run once, after the choices). "
+    "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c, data/h200d, "
+    "data/h200e, less the one scored and less every pair of a workload of the held-out name). "
+    "`data/h200f` (measured this session with h200e) is set aside: in no fold's training "
+    "unless it is the set scored (run once, after the choices); `data/h200d`, set aside and "
+    "scored once the session before, is now a dev set. "
     "`--no-extra` scores the set alone.",
     "- Step time is not a DCGM field: it comes from the solo step (colocate.py's "
     "`step_median_s`; on a cluster 1 / the progress counter's solo rate). `--no-step` drops it.",
@@ -240,7 +242,12 @@ NOTES = [
     "point), fit on half the calibration groups' held-out errors and scored on the other "
     "half (forecaster/interference/conformal.py). `--margin band` is the earlier one margin "
     "per band of predicted speed. The scale was chosen on the pool of the four dev sets "
-    "(`--part pool`), with 6 calibration groups beyond 8 workloads instead of 3.",
+    "(`--part pool`), with 6 calibration groups beyond 8 workloads instead of 3. q is taken "
+    "per sharing mode where a mode has 100 held-out scores (chosen on the six dev sets).",
+    "- `model point (no margin)` admits on the point prediction alone: how far the "
+    "information in the fingerprints goes without any margin. `--alpha` sets the bound's "
+    "level (0.1: the p10; 0.4: the p40), the safety trade-off a less pessimistic bound buys "
+    "(interference_h200_pool_alpha04.md).",
     "- Safety: admitted-unsafe stays low, but refused-safe stays far above 30 %: most refused "
     "safe placements have a point prediction near the truth and a margin as wide as the line "
     "under the safety table says, because rows that look like them (same fingerprint ranges) "

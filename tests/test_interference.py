@@ -207,6 +207,19 @@ def test_cli_fit_predict_and_errors(pairs, tmp_path, capsys):
                  str(tmp_path / "m3")]) == 2
     err = capsys.readouterr().err
     assert "error:" in err and "Traceback" not in err
+    assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
+                 str(tmp_path / "m"), "--alpha", "0.7"]) == 2
+    assert "alpha" in capsys.readouterr().err
+    assert (tmp_path / "m" / "point.txt").is_file()  # the model already there is kept
+    # a less pessimistic bound (the p40) sits above the p10 on the same pairs
+    assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
+                 str(tmp_path / "m40"), "--alpha", "0.4"]) == 0
+    out40 = tmp_path / "pred40.csv"
+    assert main(["interference", "predict", "--model-dir", str(tmp_path / "m40"), "--pairs",
+                 str(test), "--out", str(out40)]) == 0
+    pred40 = pd.read_csv(out40)
+    assert (pred40["a_speed_p10"] >= pred["a_speed_p10"] - 1e-9).all()
+    assert (pred40["a_speed_p10"] > pred["a_speed_p10"] + 1e-6).any()
 
 
 def test_cli_evaluate_writes_table_and_png(tmp_path):

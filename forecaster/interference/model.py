@@ -67,6 +67,8 @@ class InterferenceModel:
     def fit(self, pairs: pd.DataFrame) -> "InterferenceModel":
         if self.margin not in ("scaled", "band"):
             raise ForesightError(f"margin must be 'scaled' or 'band', not {self.margin!r}")
+        if not 0.0 < self.alpha <= 0.5:
+            raise ForesightError(f"alpha (the bound's level) must be in (0, 0.5], not {self.alpha}")
         pairs = validate_pairs(pairs, require_targets=True)
         d = directed(pairs)
         d = d[d["y"].notna()].reset_index(drop=True)  # unmeasured sides teach nothing

@@ -35,12 +35,16 @@ def _write_table(df: pd.DataFrame, out: Path) -> None:
 
 def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CSV or Parquet)."),
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
-        seed: int = typer.Option(0, help="Random seed (calibration split, folds).")) -> None:
+        seed: int = typer.Option(0, help="Random seed (calibration split, folds)."),
+        alpha: float = typer.Option(0.1, help="Level of the pessimistic bound that "
+                                    "min-speed is held to (0.1: the p10; higher admits more "
+                                    "co-locations and more unsafe ones; the *_p10 columns then hold that level).")
+        ) -> None:
     """Fit the interference model on a pair table and save it."""
     from forecaster.interference.model import InterferenceModel
 
     table = _read(pairs, require_targets=True)
-    model = InterferenceModel(seed=seed).fit(table)
+    model = InterferenceModel(seed=seed, alpha=alpha).fit(table)
     model.save(model_dir)
     m = model.metrics_
     per_mode = ", ".join(f"{k} {v:.2f}" for k, v in sorted((m.get("scale_q_mode") or {}).items()))

@@ -64,7 +64,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                    and r.get("quantile", "p90") == a.quantile
                                    and r.get("max_hold_s") == a.max_hold
                                    and r.get("drain_jobs", "all") == _drain_label(a)
-                                   and r.get("hold_multi", 1.0) == a.hold_multi}
+                                   and r.get("hold_multi", 1.0) == a.hold_multi
+                                   and r.get("protect_jobs", 0) == a.protect_jobs}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -78,14 +79,14 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                  load=a.load, policies=group, horizon=a.horizon,
                                  quantile=a.quantile, runtime_quantile=a.runtime_quantile,
                                  max_hold_s=a.max_hold, drain_jobs=a.drain_jobs,
-                                 hold_multi=a.hold_multi)
+                                 hold_multi=a.hold_multi, protect_jobs=a.protect_jobs)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
                     r.update(phase=a.phase, days=a.days, horizon=a.horizon,
                              quantile=a.quantile, runtime_quantile=a.runtime_quantile,
                              max_hold_s=a.max_hold, drain_jobs=_drain_label(a),
-                             hold_multi=a.hold_multi, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             hold_multi=a.hold_multi, protect_jobs=a.protect_jobs, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -242,6 +243,9 @@ def main() -> None:
     ap.add_argument("--hold-multi", type=float, default=1.0,
                     help="backfill: 2-4 GPU jobs' hold bound is --max-hold times this "
                          "(inf: none)")
+    ap.add_argument("--protect-jobs", type=int, default=0,
+                    help="draining: a pod past its hold bound still keeps off the nodes "
+                         "drained for the first N pending big jobs (default 0: none)")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

@@ -60,7 +60,7 @@ def unstarted(r: dict) -> int:
 
 
 def roles(phase: str) -> tuple:
-    return ROLES["c"] if phase.endswith("28c") else ROLES["b"]
+    return ROLES["c"] if phase.endswith(("28c", "28d")) else ROLES["b"]
 
 
 def table(runs: list[dict], phase: str) -> list[str]:
@@ -214,7 +214,9 @@ def main() -> None:
            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", ""]
     if a.notes and a.notes.exists():
         out += [a.notes.read_text().rstrip(), ""]
-    for phase, title in (("final28c", "Final seeds, third try (targeted draining)"),
+    for phase, title in (("dev28d", "Dev seed, fourth try (2-4 GPU hold bound, head jobs "
+                                    "kept; not taken, no final runs)"),
+                         ("final28c", "Final seeds, third try (targeted draining)"),
                          ("dev28c", "Dev seeds, third try (choices)"),
                          ("final28b", "Final seeds, second try (open lent nodes, hold bound)"),
                          ("dev28b", "Dev seeds, second try (choices)"),
@@ -225,17 +227,20 @@ def main() -> None:
             rs += reused(runs, rs)
         elif phase == "final28c":
             rs += reused(runs, rs, ("final28", "final28b"))
-        elif phase == "dev28c":
+        elif phase in ("dev28c", "dev28d"):
             rs += reused(runs, rs, ("dev28b",))
         if phase.startswith("dev"):
             var = lambda r: (r.get("runtime_quantile", "p90"), r.get("quantile", "p90"),  # noqa
-                             r.get("max_hold_s"), r.get("drain_jobs", "all"))
-            ref = ("fgd", "foresight-flat") if phase == "dev28c" else ("fgd",)
+                             r.get("max_hold_s"), r.get("drain_jobs", "all"),
+                             r.get("hold_multi", 1.0), r.get("protect_jobs", 0))
+            ref = ("fgd", "foresight-flat") if phase in ("dev28c", "dev28d") else ("fgd",)
             for v in sorted({var(r) for r in rs if r["policy"] not in ref}, key=str):
                 sub = [r for r in rs if var(r) == v or r["policy"] in ref]
                 label = f"run-time quantile {v[0]}" if phase == "dev28" else \
                     f"run-time {v[0]}, forecast {v[1]}, hold bound {v[2]} s" + (
-                        f", drain for {v[3]} pending big jobs" if phase == "dev28c" else "")
+                        f", drain for {v[3]} pending big jobs" if phase == "dev28c" else "") + (
+                        f", 2-4 GPU hold x {v[4]:g}, aged pods kept off the first {v[5]} big "
+                        f"jobs' nodes" if phase == "dev28d" else "")
                 out += [f"## {title}: {label}", "", *table(sub, phase)]
         elif rs:
             out += [f"## {title}", "", *table(rs, phase)]

@@ -109,3 +109,17 @@ def test_hold_multi_holds_2_to_4_gpu_jobs_longer_and_1_gpu_jobs_as_before():
     b = run_timeline(nodes(8, 8), jobs(one), "drain-pending", 0, 90000, **kw)
     np.testing.assert_array_equal(a.start, b.start)
     assert a.start[3] == 20 and abs(a.start[4] - 125) < 1  # B's free GPU; then aged: A
+
+
+def test_protect_jobs_keeps_aged_pods_off_the_head_jobs_drained_node():
+    rows = [(0, 1000, 1, 5, 1000),    # node A frees at 1000: drained for the big job
+            (0, 50000, 1, 8, 1000),   # node B full for a long time
+            (10, 100, 1, 8, 1000),    # the big job, shadow 1000
+            (20, 3000, 1, 1, 1000)]   # 1 GPU for ~3000 s: fits only on A
+    kw = dict(reserved=_Zero(), reserve_for="big", max_hold_s=100,
+              runtime_s=np.array([1000.0, 50000.0, 100.0, 3000.0]))
+    free = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, **kw)
+    assert abs(free.start[3] - 120) < 1 and free.start[2] > 3000  # aged: takes A, big waits
+    kept = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, protect_jobs=1,
+                        **kw)
+    assert kept.start[2] == 1000 and kept.start[3] == 1100  # the head job keeps its node

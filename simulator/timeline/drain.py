@@ -166,6 +166,17 @@ class DrainGate:
         out[off] = False
         return out, off
 
+    def head_off(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(mask, held-off nodes) for a pod past its hold bound that still keeps off the
+        nodes drained for the first ``n`` pending big jobs (EASY's guarantee to the head)."""
+        if self.dirty:
+            self._replan()
+        r = self.rows
+        off = r[self.ahead_of[r] < n]
+        out = np.ones(len(self.cluster.nodes), bool)
+        out[off] = False
+        return out, off
+
     def may_take_reserved(self, waited_s: float) -> bool:
         return held_too_long(waited_s, self.max_hold_s)
 

@@ -23,7 +23,7 @@ from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
 from scheduler_hook.scores.reservation import MAX_HOLD_S, held_too_long
 from simulator.timeline.drain import DrainGate
-from simulator.timeline.reserve import NCLASS, ReservationGate, runtime_class
+from simulator.timeline.reserve import NCLASS, ReservationGate, hold_bounds, runtime_class
 from simulator.timeline.workload import Jobs
 
 SAMPLE_S = 600.0
@@ -56,7 +56,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
                  reserve_for: str = "gang", seed: int = 0, runtime_s=None,
                  max_hold_s: float | None = None, drain_jobs: int | None = None,
-                 hold_multi: float = 1.0) -> TimelineResult:
+                 hold_multi: float = 1.0, protect_jobs: int = 0) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -68,8 +68,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     ``max_hold_s``: backfilling policies, a pod pending longer may use reserved nodes (the
     component's `held_too_long`; None: its default, 0: no bound); the others hold with no bound.
     ``drain_jobs``: draining policies, plan for the first this many pending big jobs (None: all).
-    ``hold_multi``: 2-4 GPU jobs' hold bound is ``max_hold_s`` times this (inf: none; the issue
-    bounds only the fractional and 1-GPU classes' p95).
+    ``hold_multi``: see `hold_bounds`. ``protect_jobs``: draining policies, a pod past its
+    hold bound still keeps off the nodes drained for the first this many big jobs (0: none).
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -115,10 +115,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pending_gpus = 0.0
 
     exempt = jobs.pods > 1 if reserve_for == "gang" else jobs.gpus >= 8
-    # per job: pending longer than this, a job is no longer held off (0: never)
-    mid = (jobs.gpus >= 2) & (jobs.gpus < 8)
-    hold_j = np.where(exempt, 0.0, np.where(mid, hold * hold_multi if np.isfinite(hold_multi)
-                                            else 0.0, hold))
+    hold_j = hold_bounds(jobs.gpus, exempt, hold, hold_multi)
 
     def key_of(j: int) -> tuple:
         pods = int(jobs.pods[j]) if gang else 1
@@ -137,6 +134,15 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             self._every = None
             self._held = None
             self._cls: dict[int, tuple] = {}
+            self._aged = None
+
+        def aged(self):  # (aggregates, mask) for a pod past its hold bound
+            if drain is None or protect_jobs <= 0:
+                return self.every, None
+            if self._aged is None:
+                mask, off = drain.head_off(protect_jobs)
+                self._aged = (c.aggregates_excluding(off, None), mask)
+            return self._aged
 
         @property
         def every(self):
@@ -172,8 +178,10 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         def mask(self, j: int, now: float | None = None):
             if drain is not None and exempt[j]:
                 return self.big(j)[1]
-            if gate is None or exempt[j] or (now is not None and aged(j, now)):
+            if gate is None or exempt[j]:
                 return None
+            if now is not None and aged(j, now):
+                return self.aged()[1]
             return self.by_class(int(rclass[j]) if rclass is not None else -1)[1]
 
     def release_pods(pl: list[tuple[int, list[int]]], g: int, m: int) -> None:
@@ -202,7 +210,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         return hold_j[j] > 0 and held_too_long(now - jobs.arrival[j], hold_j[j])
 
     def fits(k: tuple, agg, top: int | None = None, now: float = 0.0) -> bool:
-        a = agg.every if top is not None and aged(top, now) else agg.for_key(k, top)
+        a = agg.aged()[0] if top is not None and aged(top, now) else agg.for_key(k, top)
         return a.fits(k[0], k[1], k[2])
 
     def start_job(j: int, now: float, pl) -> None:

@@ -38,6 +38,16 @@ BASE_S = 600.0
 NCLASS = 12  # class NCLASS: predicted beyond 600 s x 2^11 (~14 days) or unknown: never lent
 
 
+def hold_bounds(gpus: np.ndarray, exempt: np.ndarray, hold: float, multi: float = 1.0
+                ) -> np.ndarray:
+    """Per job, the hold bound (s; 0: none): ``hold``, times ``multi`` for 2-4 GPU jobs (inf:
+    none; issue 28 bounds only the fractional and 1-GPU classes' p95), 0 for the jobs the
+    reservation is for."""
+    mid = (gpus >= 2) & (gpus < 8)
+    scaled = hold * multi if np.isfinite(multi) else 0.0
+    return np.where(exempt, 0.0, np.where(mid, scaled, hold))
+
+
 def runtime_class(pred_s: np.ndarray) -> np.ndarray:
     """Run-time class per job: the smallest b with pred <= 600 s x 2^b (NCLASS if none)."""
     r = np.asarray(pred_s, float)

@@ -32,6 +32,7 @@ class CaseConfig:
     max_hold_s: float | None = None  # backfill: hold bound (None: the component's default)
     drain_jobs: int | None = None  # draining: pending big jobs planned for (None: all)
     hold_multi: float = 1.0  # 2-4 GPU jobs' hold bound: max_hold_s x this (inf: none)
+    protect_jobs: int = 0  # draining: aged pods keep off the first N big jobs' drained nodes
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 
@@ -92,7 +93,7 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
         res = run_timeline(nodes, jobs, p, t0, t1, reserved=sched, gang=cfg.gang,
                            reserve_for=cfg.reserve_for, seed=cfg.seed, runtime_s=runtime,
                            max_hold_s=cfg.max_hold_s, drain_jobs=cfg.drain_jobs,
-                           hold_multi=cfg.hold_multi)
+                           hold_multi=cfg.hold_multi, protect_jobs=cfg.protect_jobs)
         cpu = time.process_time() - c0
         row = summarize(jobs, res, 0.0, t1)
         if placer.backfill:

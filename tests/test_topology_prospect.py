@@ -204,3 +204,20 @@ def test_pack_sends_a_long_single_pod_where_it_does_not_keep_a_draining_node_tak
     assert value["a0"] == value["b0"] > value["a1"]
     # an 8-GPU pod is not packed (it takes a gang-capable node whole)
     assert len(set(_topology_values(hook, make_pod("one", gpus=8))[0].values())) == 1
+
+
+def test_row_free_at_follows_bindings_and_departures_row_by_row():
+    from scheduler_hook.scores.topology_prospect import row_free_at
+    st = _state({"a0": ("long", 4)})
+    rt = Runtime({"long": 5e5, "more": 1e6})
+    now = time.time()
+    row = {n: st.index[n] for n in NAMES}
+    first = row_free_at(st, rt, now)
+    assert first[row["a0"]] == pytest.approx(now - 300 + 5e5) and first[row["b0"]] == now
+    st.upsert_pod(PodRequest("default", "more-b0", node="b0", phase="Running", gpus=1,
+                             milli=1000, created=now))
+    second = row_free_at(st, rt, now + 60)
+    assert second[row["b0"]] == pytest.approx(now + 1e6)
+    assert second[row["a0"]] == first[row["a0"]] and second[row["a1"]] == now + 60
+    st.delete_pod("default", "long-a0")
+    assert row_free_at(st, rt, now + 120)[row["a0"]] == now + 120

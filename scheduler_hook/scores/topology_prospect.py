@@ -33,20 +33,25 @@ def soon_horizon_s(runtime_s: float | None, args: dict) -> float:
 def row_free_at(state: Any, runtime: Any, now: float) -> np.ndarray:
     """(rows,) predicted time each row's last GPU pod ends: `now` when none runs, inf when a
     pod's run time is not predicted. Per-pod ends are cached per pod key (bound pods do not
-    change); the rows per state version (caller holds state.lock)."""
-    key = (state.version, id(runtime), int(now // 60))
-    hit = state.__dict__.get("_topology_free_at")
-    if hit is not None and hit[0] == key:
-        return hit[1]
+    change), each row's latest end per row version: after a binding only that row is read
+    again, not every pod of the cluster (caller holds state.lock)."""
     cached = state.__dict__.get("_topology_pod_end")
     if cached is None or cached[0] != id(runtime) or len(cached[1]) > 4 * max(len(state.pods),
                                                                               1024):
         cached = state.__dict__["_topology_pod_end"] = (id(runtime), {})  # new model, or pods
     ends: dict[str, float] = cached[1]                                 # that left: start over
-    out = np.full(len(state.gpu_count), now)
-    for name, row in state.index.items():
-        last = now
-        for k in state.by_node.get(name, ()):
+    n = len(state.gpu_count)
+    key = (id(runtime), state.index_version, n)
+    hit = state.__dict__.get("_topology_row_end")
+    if hit is None or hit[0] != key:
+        names = {row: name for name, row in state.index.items()}
+        hit = state.__dict__["_topology_row_end"] = (key, np.full(n, -np.inf),
+                                                     np.full(n, -1, np.int64), names)
+    _, last, done, names = hit
+    for row in np.flatnonzero(state.row_version != done).tolist():
+        done[row] = state.row_version[row]
+        latest = -np.inf
+        for k in state.by_node.get(names.get(row, ""), ()):
             end = ends.get(k)
             if end is None:
                 p = state.pods.get(k)
@@ -56,10 +61,9 @@ def row_free_at(state: Any, runtime: Any, now: float) -> np.ndarray:
                 end = (p.created or now) + float(rt) if rt is not None and np.isfinite(rt) \
                     else np.inf
                 ends[k] = end
-            last = max(last, end)
-        out[row] = last
-    state.__dict__["_topology_free_at"] = (key, out)
-    return out
+            latest = max(latest, end)
+        last[row] = latest
+    return np.maximum(last, now)
 
 
 def free_soon_milli(state: Any, free_at: np.ndarray, now: float, horizon_s: float

@@ -266,7 +266,7 @@ def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarra
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 CONFIG_KEYS = {"levels", "default_level", "remember", "keep_level", "soon_s", "spread_slowdown",
-               "pack", "pack_gpus"}
+               "pack", "pack_gpus", "elastic_wait"}
 
 
 def label_key_error(key: Any) -> str:
@@ -314,9 +314,10 @@ def check_config(cfg: dict, where: str = "config") -> None:
     for k in ("default_level", "keep_level"):
         if sec.get(k) is not None and label_key_error(sec[k]):
             raise ForesightError(f"{where}: topology.{k}: {label_key_error(sec[k])}")
-    if not isinstance(sec.get("pack", False), bool):
-        raise ForesightError(f"{where}: topology.pack must be true or false, got "
-                             f"{sec['pack']!r}")
+    for k in ("pack", "elastic_wait"):
+        if not isinstance(sec.get(k, False), bool):
+            raise ForesightError(f"{where}: topology.{k} must be true or false, got "
+                                 f"{sec[k]!r}")
     for k, lo in (("remember", 1.0), ("soon_s", 0.0), ("spread_slowdown", 1.0),
                   ("pack_gpus", 1.0)):
         v = sec.get(k)

@@ -147,6 +147,7 @@ def test_single_pods_keep_a_whole_rack_free_for_forecast_gangs():
     ({"levels": ["rack"], "remember": True}, "topology.remember must be a number"),
     ({"levels": ["rack"], "level": "x"}, "unknown key topology.level"),
     ({"levels": ["rack"], "pack": "yes"}, "topology.pack must be true or false"),
+    ({"levels": ["rack"], "elastic_wait": 1}, "topology.elastic_wait must be true or false"),
     ({"levels": ["rack"], "pack_gpus": 0}, "topology.pack_gpus must be a number"),
 ])
 def test_bad_topology_config_is_a_one_line_error(tmp_path, topology, says):
@@ -221,3 +222,24 @@ def test_row_free_at_follows_bindings_and_departures_row_by_row():
     assert second[row["a0"]] == first[row["a0"]] and second[row["a1"]] == now + 60
     st.delete_pod("default", "long-a0")
     assert row_free_at(st, rt, now + 120)[row["a0"]] == now + 120
+
+
+def test_elastic_wait_sends_an_elastic_gang_whole_to_the_rack_that_frees_soon():
+    # a0 and b0 full, a0's pod ends in 10 min: no rack holds the 2-pod gang now, each holds
+    # one pod. Elastic (min 1): smaller now; with elastic_wait: whole in rack a, soon
+    st = _state({"a0": ("short", 8), "b0": ("long", 8)})
+    providers = ProviderSet()
+    providers.set("runtime", Runtime({"short": 600.0, "long": 5e5, "gang": 36000.0}))
+    pod = _gang_pod(0)
+    pod["metadata"]["annotations"]["foresight.io/gang-min"] = "1"
+    cfg = load_config()
+    _, why = _topology_values(ExtenderHook(st, providers, cfg), pod)
+    assert any("elastic: starts at 1 of 2" in w for w in why.values())
+    cfg["topology"] = {**cfg["topology"], "elastic_wait": True}
+    value, why = _topology_values(ExtenderHook(st, providers, cfg), pod)
+    assert value["a1"] == 1.0 and value["b1"] < 1.0
+    assert "holds the 2 pod(s)" in why["a1"] and "by predicted departures" in why["a1"]
+    # nothing frees soon: it starts smaller after all
+    providers.set("runtime", Runtime({"short": 5e5, "long": 5e5, "gang": 36000.0}))
+    _, why = _topology_values(ExtenderHook(st, providers, cfg), pod)
+    assert any("elastic: starts at 1 of 2" in w for w in why.values())

@@ -7,7 +7,9 @@ binding is seen goes to the same domain), `spread_slowdown` / `soon_s` (how long
 gang may wait for a domain), `keep_level` (the level whose domains are kept whole-free for
 forecast gang demand; null: none kept), `pack` / `pack_gpus` (pods in no gang with fewer GPUs
 than `pack_gpus` go first where their predicted end does not prolong how long a node that can
-hold a gang pod stays taken; off by default; `keep_level` wins when both are set).
+hold a gang pod stays taken; off by default; `keep_level` wins when both are set),
+`elastic_wait` (an elastic preferred gang goes whole to a domain predicted departures free soon
+rather than smaller to one that holds part of it now; off by default).
 
 The first pod of a gang goes to the smallest domain (the asked level, or a level nested in it)
 that can take the whole gang now; with a preferred level and no such domain, to the smallest
@@ -106,8 +108,13 @@ class TopologyGang:
         if plan is None:
             return constant(ctx, 1.0, f"no node carries the label {level}")
         soon = None  # preferred, and no domain holds the gang now: the one departures free soon
-        if not required and plan.anchor < 0 and plan.target is None:
+        if args.get("elastic_wait") and not required and plan.anchor < 0 and \
+                plan.remaining < remaining:  # elastic: whole soon rather than smaller now
             soon = self._soon(ctx, args, dom, level, ok_rows, total, remaining)
+            if soon is not None:
+                plan = topo.plan_gang(dom, level, slots, total, remaining, member_rows, sticky)
+        if not required and plan.anchor < 0 and plan.target is None:
+            soon = soon or self._soon(ctx, args, dom, level, ok_rows, total, remaining)
             if soon is not None:
                 lv, code = soon[0]
                 inside = dom.codes[lv] == code

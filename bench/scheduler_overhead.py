@@ -297,24 +297,20 @@ def report(rows: list[dict], args: argparse.Namespace, machine_text: str) -> str
                 f"{r.get('ext_filter_ms', float('nan')):.2f} / "
                 f"{r.get('ext_prioritize_ms', float('nan')):.2f} | "
                 f"{r['base_extender_cpu_ms']:.1f} / {r['ext_extender_cpu_ms']:.1f} |")
-    lines += ["", "What an extender that decides nothing costs (the floor), in parts: kube-scheduler's "
-              "own CPU per pod added by the extender stanza (encoding the pod and node names, "
-              "the HTTP client, decoding the answers, and scoring what the filter passed) and "
-              "the echo server's CPU per pod (parsing, answering); the rest of the added time "
-              "is waiting (the two processes taking turns on the machine's busy cores, "
-              "loopback). Medians over rounds; CPU runs partly in parallel on 2 cores, so the "
-              "parts are indicative.", "",
+    lines += ["", "What an extender that decides nothing costs (the floor), in parts: CPU per pod "
+              "that the stanza adds to kube-scheduler (encoding the pod and node names, HTTP, "
+              "decoding, scoring what passed), the echo server's CPU per pod, and the rest: "
+              "waiting (two processes taking turns on busy cores). Medians over rounds; CPU "
+              "clocks tick at 10 ms and run partly in parallel: the parts are indicative.", "",
               "| nodes | extender verbs | echo adds (ms) | kube-scheduler CPU added (ms) | "
               "echo server CPU (ms) | rest: waiting (ms) |", "|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         for key, cfg in (("echo", SCHEDULER_CONFIG), ("echo2", args.base_config)):
-            if f"{key}_added_ms" not in r or cfg is None:
-                continue
-            rest = r[f"{key}_added_ms"] - r[f"{key}_sched_cpu_added_ms"] - \
-                r[f"{key}_extender_cpu_ms"]
-            lines.append(f"| {r['nodes']:,} | {_verbs(cfg)} | {r[f'{key}_added_ms']:.2f} | "
-                         f"{r[f'{key}_sched_cpu_added_ms']:.2f} | "
-                         f"{r[f'{key}_extender_cpu_ms']:.2f} | {rest:.2f} |")
+            if f"{key}_added_ms" in r and cfg is not None:
+                added, go, py = (r[f"{key}_{m}"] for m in ("added_ms", "sched_cpu_added_ms",
+                                                           "extender_cpu_ms"))
+                lines.append(f"| {r['nodes']:,} | {_verbs(cfg)} | {added:.2f} | {go:.2f} | "
+                             f"{py:.2f} | {added - go - py:.2f} |")
     lines += ["", "Per-round own ms/pod (alone | echo | Foresight"
               + (f" | Foresight at {args.compare} | echo under {args.compare}'s config"
                  if args.compare else "") + "):", ""]

@@ -252,3 +252,15 @@ def test_one_sided_feature_is_missing_not_an_error(pairs, drop):
     nan_side = pairs.drop(columns=["a_speed", "b_speed"]).assign(**{drop: np.nan})
     pd.testing.assert_frame_equal(half, full.predict(nan_side))
     assert not np.allclose(half.to_numpy(), both.to_numpy())
+
+
+def test_retraining_job_fits_the_configured_bound_level(pairs):
+    from training.kinds import interference as kind
+    from training.pipeline import TrainConfig
+
+    m = kind.fit({"pairs": pairs}, TrainConfig(n_estimators=40, interference_alpha=0.4))
+    assert m.alpha == 0.4
+    low = kind.fit({"pairs": pairs}, TrainConfig(n_estimators=40))
+    p40, p10 = m.predict(pairs), low.predict(pairs)
+    assert (p40["a_speed_p10"] >= p10["a_speed_p10"] - 1e-9).all()
+    assert (p40["a_speed_p10"] > p10["a_speed_p10"] + 1e-6).any()

@@ -191,3 +191,15 @@ def test_beat_baseline_gate_is_on_by_default(history, tmp_path) -> None:
     res = run(copy.copy(history), str(tmp_path / "reg2"),
               TrainConfig(**{**CFG, "beat_baseline": False})).kinds[0]
     assert res.status == "published"
+
+
+def test_bad_interference_alpha_is_one_line_and_keeps_models(history, tmp_path: Path,
+                                                              capsys) -> None:
+    reg = _published(history, tmp_path)
+    before = _tree(reg)
+    rc = main(["train", "--synthetic", "--days", "1", "--nodes", "2", "--registry", str(reg),
+               "--out", str(tmp_path / "out"), "--interference-alpha", "0.9"])
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "--interference-alpha" in err and "Traceback" not in err
+    assert _tree(reg) == before

@@ -43,6 +43,9 @@ class TrainConfig:
     n_estimators: int = 200
     threads: int = 1
     seed: int = 0
+    #: level of the interference bound that min-speed is held to (0.1: the p10; the
+    #: trade-off of higher levels: bench/results/interference_h200_pool_alpha04.md)
+    interference_alpha: float = 0.1
     demand_freq: str = "30min"
     demand_horizon: int = 4
     usage_metric: str = "sm"

@@ -116,11 +116,7 @@ def build(name: str, fake: bool = False):
     elif name == "resnet50_b1":
         step = _cnn_infer(torch, dev, "resnet50", 1)
     elif name == "bert_infer":
-        layer = torch.nn.TransformerEncoderLayer(768, 12, 3072, batch_first=True)
-        m = torch.nn.TransformerEncoder(layer, 12).to(dev).half().eval()
-        xb = torch.randn(32, 128, 768, device=dev, dtype=torch.half)
-        def step():
-            with torch.inference_mode(): m(xb)
+        step = _encoder_infer(torch, dev, 768, 12, 12, (32, 128))
     elif name == "reduce_sum":
         x = torch.randn(512 * 1024 * 1024, device=dev)
         def step():
@@ -222,11 +218,7 @@ def build(name: str, fake: bool = False):
         def step():
             for _ in range(2): torch.bincount((x.abs() * 64).long().clamp_(max=1023), minlength=1024)
     elif name == "encoder_b1":
-        layer = torch.nn.TransformerEncoderLayer(512, 8, 2048, batch_first=True)
-        m = torch.nn.TransformerEncoder(layer, 6, enable_nested_tensor=False).to(dev).half().eval()
-        xb = torch.randn(1, 64, 512, device=dev, dtype=torch.half)
-        def step():
-            with torch.inference_mode(): m(xb)
+        step = _encoder_infer(torch, dev, 512, 8, 6, (1, 64), nested=False)
     elif name == "gemm_bf16":
         a = torch.randn(8192, 8192, device=dev, dtype=torch.bfloat16); b = torch.randn_like(a)
         def step():
@@ -256,11 +248,7 @@ def build(name: str, fake: bool = False):
                 loss = torch.nn.functional.cross_entropy(m(xb), yb)
             opt.zero_grad(set_to_none=True); loss.backward(); opt.step()
     elif name == "transformer_infer":
-        layer = torch.nn.TransformerEncoderLayer(1024, 16, 4096, batch_first=True)
-        m = torch.nn.TransformerEncoder(layer, 12).to(dev).half().eval()
-        xb = torch.randn(16, 512, 1024, device=dev, dtype=torch.half)
-        def step():
-            with torch.inference_mode(): m(xb)
+        step = _encoder_infer(torch, dev, 1024, 16, 12, (16, 512))
     elif name == "embedding_gather":
         table = torch.randn(40_000_000, 64, device=dev)
         def step():
@@ -283,6 +271,19 @@ def _cnn_infer(torch, dev, arch: str, batch: int):
     last = torch.channels_last
     m = getattr(torchvision.models, arch)().to(dev).half().to(memory_format=last).eval()
     xb = torch.randn(batch, 3, 224, 224, device=dev, dtype=torch.half).to(memory_format=last)
+    def step():
+        with torch.inference_mode(): m(xb)
+    return step
+
+
+def _encoder_infer(torch, dev, d: int, heads: int, layers: int, shape: tuple[int, int],
+                   nested: bool = True):
+    """One fp16 inference step of a post-norm encoder (d, heads, 4d feed-forward) on
+    (batch, tokens) = shape."""
+    layer = torch.nn.TransformerEncoderLayer(d, heads, 4 * d, batch_first=True)
+    m = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=nested)
+    m = m.to(dev).half().eval()
+    xb = torch.randn(*shape, d, device=dev, dtype=torch.half)
     def step():
         with torch.inference_mode(): m(xb)
     return step

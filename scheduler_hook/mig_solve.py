@@ -20,11 +20,12 @@ from scheduler_hook import mig
 
 def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, float],
           drain_cost: float, time_limit_s: float = 10.0,
-          weights: dict[str, float] | None = None, burst: dict[str, float] | None = None,
-          burst_weight: float = 0.5) -> dict[str, Any] | None:
+          weights: dict[str, float] | None = None,
+          burst: list[tuple[str, float, float]] | None = None) -> dict[str, Any] | None:
     """node name -> chosen Candidate for the nodes to re-split (see module docstring).
-    ``burst``: per profile, a second level of instances whose unmet slices count
-    ``burst_weight`` each (`mig_plan.protect_small`): one more shortfall column per level."""
+    ``burst``: (profile, level, weight) rows, levels of instances above the demand whose
+    unmet slices count ``weight`` each (`mig_plan.burst_rows`): one more shortfall column
+    per row."""
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
     except ImportError:  # scipy < 1.9
@@ -34,8 +35,7 @@ def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, floa
         return {}
     # rows: (profile, level, weight); a burst row is the same profile's supply at a higher level
     rows_ = [(p, need[p], (weights or {}).get(p, 1.0)) for p in sorted(need)]
-    rows_ += [(p, math.ceil(d - 1e-9), burst_weight) for p, d in sorted((burst or {}).items())
-              if d > 0]
+    rows_ += [(p, math.ceil(d - 1e-9), w) for p, d, w in (burst or []) if d > 0 and w > 0]
     profiles = sorted({r[0] for r in rows_})
     fixed = dict.fromkeys(profiles, 0)  # supply of nodes being re-split already: untouchable
     classes: dict[tuple, list[Any]] = {}

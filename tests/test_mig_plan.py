@@ -316,3 +316,67 @@ def test_small_bursts_take_only_the_slices_no_demand_needs(exact):
     assert without.supply_after.get("1g.10gb", 0) < 7
     # a burst slice counts below a slice of demand
     assert unmet({"1g.10gb": 1.0}, Counter(), burst={"1g.10gb": 3.0}) == 1.0 + 0.5 * 3
+
+
+@pytest.mark.parametrize("exact", [True, False])
+def test_burst_levels_give_spare_slices_where_they_spare_most_waits(exact):
+    """Issue 28: the slices no demand needs go to the 1g-3g profile whose past concurrency
+    says an instance spares more waiting pods, not by slices alone; flipping the pod counts
+    flips the choice; every burst slice still counts below a slice of demand."""
+    from collections import Counter
+
+    import numpy as np
+
+    from scheduler_hook.mig_plan import BURST_WEIGHT, NodeState, burst_levels, plan, protect_small
+
+    m = mig.MODELS["A100-80GB"]
+    bal = {"1g.10gb": 2, "2g.20gb": 1, "3g.40gb": 1}
+    states = [NodeState(f"n{i}", m, 1, "mixed", "all-balanced", Counter(bal), [])
+              for i in range(2)]
+    demand = {"7g.80gb": 1.0}  # takes one GPU; the other is spare
+    samples = {"1g.10gb": np.arange(8.0).repeat(10), "2g.20gb": np.arange(4.0).repeat(20),
+               "7g.80gb": np.ones(80)}
+
+    def spare(pods):
+        rows = burst_levels(samples, pods)
+        assert {p for p, _, _ in rows} == {"1g.10gb", "2g.20gb"}  # 7g is not 1g-3g
+        for p in ("1g.10gb", "2g.20gb"):  # a profile's first slice above demand: <= top
+            assert 0 < sum(w for q, _, w in rows if q == p) <= BURST_WEIGHT + 1e-9
+        got = plan(states, demand, weights=protect_small(demand), burst=rows, exact=exact)
+        assert got.supply_after.get("7g.80gb", 0) == 1  # the burst takes nothing from demand
+        return got.supply_after
+
+    many_2g = spare({"1g.10gb": 10, "2g.20gb": 1000, "7g.80gb": 5})
+    many_1g = spare({"1g.10gb": 1000, "2g.20gb": 10, "7g.80gb": 5})
+    assert many_2g.get("2g.20gb", 0) == 3 and many_2g.get("1g.10gb", 0) <= 1
+    assert many_1g.get("1g.10gb", 0) == 7 and many_1g.get("2g.20gb", 0) == 0
+
+
+def test_past_week_geometry_levels_keep_4g_7g_of_the_mean_plan():
+    """The burst split moves slices among 1g-3g profiles only: 4g/7g keep the instances the
+    plan of the past week's mean gives them; "floor" keeps each 1g-3g profile at least at
+    the named plan's (static-past-week's) count where the first plan had that many."""
+    from simulator.timeline.mig import mig_cluster
+    from simulator.timeline.mig_run import (SMALL_MAX, WARMUP_S, geometry_supply,
+                                            mean_concurrent, past_week_geometry,
+                                            static_geometry)
+    from simulator.timeline.mig_workload import generate_mig_pods
+
+    specs = mig_cluster(2)
+    slices = sum(s.gpus for s in specs) * mig.COMPUTE_SLICES
+    pods = generate_mig_pods("helios", 0, days=1.0, load=0.5, slices=slices, share40=1 / 3,
+                             history_days=8.0)
+    t = -WARMUP_S
+    first = geometry_supply(specs, past_week_geometry(specs, pods, t, custom=True,
+                                                      protect=True))
+    named = geometry_supply(specs, static_geometry(specs, mean_concurrent(pods, t - 7 * 86400,
+                                                                          t)))
+    for mode in ("split", "floor"):
+        got = geometry_supply(specs, past_week_geometry(specs, pods, t, custom=True,
+                                                        protect=True, levels=mode))
+        big = [p for p in pods.profiles if mig.profile_compute(p) > SMALL_MAX]
+        assert {p: got[p] for p in big} == {p: first[p] for p in big}
+        if mode == "floor":
+            for p in pods.profiles:
+                if mig.profile_compute(p) <= SMALL_MAX:
+                    assert got[p] >= min(first[p], named[p])

@@ -21,10 +21,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduler_hook import mig
-from scheduler_hook.mig_plan import NodeState, candidates, plan, protect_small, small_bursts
+from scheduler_hook.mig_plan import (
+    NodeState,
+    burst_levels,
+    candidates,
+    plan,
+    protect_small,
+    small_bursts,
+)
 from simulator.timeline.mig import MigNodeSpec, MigResult, mig_cluster, run_mig
 from simulator.timeline.mig_demand import ArrivalForecast, planner_demand
-from simulator.timeline.mig_workload import MigPods, generate_mig_pods
+from simulator.timeline.mig_workload import FAMILY, MigPods, generate_mig_pods
 
 POLICIES = ("static", "static-past-week", "static-hindsight", "planner-first-plan", "planner",
             "oracle")
@@ -59,6 +66,13 @@ class MigCaseConfig:
     start: str = "all-balanced"
     hold_small: bool = False       # re-plans may not take 1g-3g instances away
     burst_q: float | None = None   # protect: 1g-3g also up to this quantile of concurrency
+    # protect: 4g/7g keep the instances of the plan of the mean, and the slices 1g-3g get are
+    # split among them by their past-week concurrency (`mig_plan.burst_levels`): "split", or
+    # "floor" (each 1g-3g profile keeps at least what static-past-week gives it)
+    burst_levels: str | None = None
+    # protect: each 1g-3g profile asks its mean x (this quantile / the mean of the 1g-3g slices
+    # in use per memory size over the past week), 4g/7g their mean after them
+    burst_pool_q: float | None = None
     floor_week: bool = False       # demand no lower than the past 7 days' mean concurrency
     demand: str = "forecast"       # or "week": the mean concurrency of the past 7 days only
     policies: tuple[str, ...] = POLICIES
@@ -75,11 +89,11 @@ def mean_concurrent(pods: MigPods, t0: float, t1: float) -> dict[str, float]:
             for i, p in enumerate(pods.profiles)}
 
 
-def concurrent_quantile(pods: MigPods, t0: float, t1: float, q: float, step: float = 600.0
-                        ) -> dict[str, float]:
-    """Per profile, the ``q`` quantile over [t0, t1) (every ``step``) of the instances that
-    the pods arrived before t1 would hold, each from its arrival for its run time (the demand
-    `mean_concurrent` averages), as seen from t1."""
+def concurrent_samples(pods: MigPods, t0: float, t1: float, step: float = 600.0
+                       ) -> dict[str, np.ndarray]:
+    """Per profile, the instances that the pods arrived before t1 would hold at every ``step``
+    of [t0, t1), each from its arrival for its run time (the demand `mean_concurrent`
+    averages), as seen from t1."""
     ts = np.arange(t0, t1, step)
     seen = pods.arrival < t1
     out = {}
@@ -87,13 +101,19 @@ def concurrent_quantile(pods: MigPods, t0: float, t1: float, q: float, step: flo
         m = seen & (pods.profile == i)
         a = np.sort(pods.arrival[m])
         e = np.sort(np.minimum(pods.arrival[m] + pods.duration[m], t1))
-        n = np.searchsorted(a, ts, "right") - np.searchsorted(e, ts, "right")
-        out[p] = float(np.quantile(n, q)) if len(n) else 0.0
+        out[p] = np.searchsorted(a, ts, "right") - np.searchsorted(e, ts, "right")
     return out
 
 
+def concurrent_quantile(pods: MigPods, t0: float, t1: float, q: float, step: float = 600.0
+                        ) -> dict[str, float]:
+    """Per profile, the ``q`` quantile of `concurrent_samples`."""
+    return {p: float(np.quantile(n, q)) if len(n) else 0.0
+            for p, n in concurrent_samples(pods, t0, t1, step).items()}
+
+
 def static_geometry(specs: list[MigNodeSpec], demand: dict[str, float], custom: bool = False,
-                    protect: bool = False, burst: dict[str, float] | None = None
+                    protect: bool = False, burst=None, raw_burst: bool = False
                     ) -> dict[str, str | tuple[str, dict]]:
     """node -> config (a name, or (name, geometry) for a custom one): the planner on a demand
     per profile, every node free and starting from all-balanced."""
@@ -105,7 +125,8 @@ def static_geometry(specs: list[MigNodeSpec], demand: dict[str, float], custom: 
                                 Counter({p: n * s.gpus for p, n in geo.items()}), []))
     rows = plan(states, demand, custom=custom,
                 weights=protect_small(demand) if protect else None,
-                burst=small_bursts(burst) if protect and burst else None).nodes
+                burst=(burst if raw_burst else small_bursts(burst)) if protect and burst
+                else None).nodes
     by = {st.name: st for st in states}
     out: dict[str, str | tuple[str, dict]] = {}
     for r in rows:
@@ -121,17 +142,78 @@ def hindsight_geometry(specs: list[MigNodeSpec], pods: MigPods, t0: float, t1: f
     return static_geometry(specs, mean_concurrent(pods, t0, t1))
 
 
+def memory_size(p: str) -> str:
+    """"40" for a profile name the workload gives the A100-40GB's pods, else "80"."""
+    return "40" if p in FAMILY["40"].values() else "80"
+
+
+def pooled_burst(pods: MigPods, t0: float, t1: float, q: float, mean: dict[str, float]
+                 ) -> dict[str, float]:
+    """``mean`` with each 1g-3g profile's scaled by q-quantile / mean of the compute slices
+    the 1g-3g profiles of its memory size held together over [t0, t1) (`concurrent_samples`):
+    their bursts pooled (they peak together or not), kept in each profile's share."""
+    samples = concurrent_samples(pods, t0, t1)
+    out = dict(mean)
+    for size in ("40", "80"):
+        ps = [p for p in samples if mig.profile_compute(p) <= SMALL_MAX and memory_size(p) == size]
+        if not ps:
+            continue
+        tot = sum(mig.profile_compute(p) * samples[p] for p in ps)
+        m = float(np.mean(tot))
+        if m > 0:
+            for p in ps:
+                out[p] = mean[p] * float(np.quantile(tot, q)) / m
+    return out
+
+
+def geometry_supply(specs: list[MigNodeSpec], geo: dict[str, str | tuple[str, dict]]
+                    ) -> Counter[str]:
+    """Instances per profile the nodes offer under ``geo`` (node -> config)."""
+    out: Counter[str] = Counter()
+    for s in specs:
+        c = geo[s.name]
+        g = c[1] if isinstance(c, tuple) else mig.configs_for(mig.MODELS[s.model])[c].as_dict
+        out.update({p: n * s.gpus for p, n in g.items()})
+    return out
+
+
 def past_week_geometry(specs: list[MigNodeSpec], pods: MigPods, t: float, days: float = 7.0,
                        custom: bool = False, protect: bool = False,
-                       burst_q: float | None = None) -> dict[str, str | tuple[str, dict]]:
+                       burst_q: float | None = None, levels: str | None = None,
+                       pool_q: float | None = None) -> dict[str, str | tuple[str, dict]]:
     """The mean concurrent instances of the ``days`` before t, seen from t (no hindsight);
-    ``burst_q`` (with ``protect``): 1g-3g also up to that quantile of their concurrency then."""
+    ``burst_q`` (with ``protect``): 1g-3g also up to that quantile of their concurrency then.
+    ``levels`` (with ``protect``): a second plan in which the 4g/7g profiles ask exactly the
+    instances the first gave them (so they keep the slack above their mean, which is what
+    serves their p95) and the 1g-3g profiles their mean plus `burst_levels` of their
+    concurrency then: the slices 1g-3g get are split among their profiles (and memory
+    sizes: a 40 GB name only fits the A100-40GB nodes) where the past week's bursts say they
+    spare most waiting pods; "floor": each 1g-3g profile asks at least the instances the
+    named plan without priority (static-past-week) gives it. ``pool_q`` (with ``protect``):
+    each 1g-3g profile asks its mean scaled by that quantile of the 1g-3g compute slices in
+    use per memory size (40 / 80 GB names) over their mean, 4g/7g their mean after them."""
     t0 = t - days * 86400.0
     if pods.arrival.min() > t0 + 3600.0:
         raise ValueError(f"past-week geometry: the pods start at {pods.arrival.min():.0f} s, "
                          f"after {t0:.0f} s (history_days too short)")
+    mean = mean_concurrent(pods, t0, t)
+    if protect and pool_q:
+        mean = pooled_burst(pods, t0, t, pool_q, mean)
     burst = concurrent_quantile(pods, t0, t, burst_q) if protect and burst_q else None
-    return static_geometry(specs, mean_concurrent(pods, t0, t), custom, protect, burst)
+    first = static_geometry(specs, mean, custom, protect, burst)
+    if not (protect and levels):
+        return first
+    have = geometry_supply(specs, first)
+    named = geometry_supply(specs, static_geometry(specs, mean))  # what static-past-week has
+    big = {p for p in mean if mig.profile_compute(p) > SMALL_MAX}
+    demand = {p: float(have[p]) if p in big else
+              max(v, float(min(have[p], named[p]))) if levels == "floor" else v
+              for p, v in mean.items()}
+    seen = pods.arrival < t
+    n = {p: float(((pods.arrival >= t0) & seen & (pods.profile == i)).sum())
+         for i, p in enumerate(pods.profiles)}
+    rows = burst_levels(concurrent_samples(pods, t0, t), n, SMALL_MAX)
+    return static_geometry(specs, demand, custom, protect, rows, raw_burst=True)
 
 
 def _floored(demand, pods: MigPods):
@@ -214,7 +296,8 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
         elif pol == "planner-first-plan":  # the planner's start kept all week: no re-planning
             kw["initial"] = past_week_geometry(specs, pods, t0, custom=cfg.custom,
                                                protect=cfg.protect != "none",
-                                               burst_q=cfg.burst_q)
+                                               burst_q=cfg.burst_q, levels=cfg.burst_levels,
+                                               pool_q=cfg.burst_pool_q)
         elif pol == "static-hindsight":
             kw["initial"] = hindsight_geometry(specs, pods, 0.0, t1)
         elif pol in ("planner", "oracle"):
@@ -235,7 +318,9 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
             if cfg.start == "past-week":
                 kw["initial"] = past_week_geometry(specs, pods, t0, custom=cfg.custom,
                                                    protect=cfg.protect != "none",
-                                                   burst_q=cfg.burst_q)
+                                                   burst_q=cfg.burst_q,
+                                                   levels=cfg.burst_levels,
+                                                   pool_q=cfg.burst_pool_q)
         fc_w, fc_c = time.perf_counter() - w0, time.process_time() - c0
         res = run_mig(specs, pods, pol, t0, t1, **kw)
         row = summarize(pods, res, 0.0, t1)

@@ -22,33 +22,32 @@ from __future__ import annotations
 
 import csv, itertools, json, multiprocessing as mp, os, subprocess, sys, threading, time, traceback
 
-WORKLOADS = ["attention_bf16", "gpt_train", "resnet18_infer", "softmax_bw", "scatter_add",
-             "kv_decode", "loader_bound", "fft_conv"]
-# --set mixed: four of the shared set's workloads beside four new ones (16 cross pairs, and
-# 6 + 6 repeats of pairs already measured, which say how noisy one 3 s window is)
-if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "mixed":
-    WORKLOADS = ["gemm_bf16", "hbm_copy", "small_kernels", "decode_gemv",
-                 "gpt_train", "kv_decode", "loader_bound", "scatter_add"]
-# --set c: eight more workloads in neither set (a third draw of characters: int8 tensor cores,
-# cuDNN RNN and 3-D convolution, copy engines, sorting, sparse, batch-1 MLP, LayerNorm)
-if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "c":
-    WORKLOADS = ["gemm_int8", "layernorm_bw", "sort_keys", "lstm_infer", "conv3d_train",
-                 "h2d_copy", "spmm_csr", "mlp_b1"]
-# --set d: eight more again (FP64 and small fp16 tensor kernels, batch-1 CNN, BERT-like serving,
-# reductions, an elementwise stream, a scan, an MoE-like batched expert GEMM)
-if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "d":
-    WORKLOADS = ["gemm_fp64", "gemm_fp16_small", "resnet50_b1", "bert_infer", "reduce_sum",
-                 "elementwise_fp16", "cumsum_scan", "moe_bmm"]
-# --set e: eight more (ViT serving, cuDNN GRU training, top-k, a fused optimizer step, fp32 CNN
-# training, random gathers, fp8 tensor cores, many small causal attentions)
-if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "e":
-    WORKLOADS = ["vit_infer", "gru_train", "topk_select", "adam_step", "cnn_fp32_train",
-                 "index_gather", "gemm_fp8", "attn_small_b1"]
-# --set f: eight more (SwiGLU MLP, TF32 GEMM, batch-norm training, RNG, transposed convolutions,
-# 1-D audio convolutions, histogram atomics, a batch-1 small encoder)
-if "--set" in sys.argv and sys.argv[sys.argv.index("--set") + 1] == "f":
-    WORKLOADS = ["swiglu_bf16", "gemm_tf32", "batchnorm_train", "randn_gen", "convT_fp16",
-                 "conv1d_audio", "histc_atomic", "encoder_b1"]
+# Each set's eight workloads; `--set NAME` picks one (default: "b", data/h200b)
+SETS = {
+    "b": ["attention_bf16", "gpt_train", "resnet18_infer", "softmax_bw", "scatter_add",
+          "kv_decode", "loader_bound", "fft_conv"],
+    # four of the shared set's workloads beside four new ones (16 cross pairs, and 6 + 6
+    # repeats of pairs already measured, which say how noisy one 3 s window is)
+    "mixed": ["gemm_bf16", "hbm_copy", "small_kernels", "decode_gemv",
+              "gpt_train", "kv_decode", "loader_bound", "scatter_add"],
+    # a third draw of characters: int8 tensor cores, cuDNN RNN and 3-D convolution, copy
+    # engines, sorting, sparse, batch-1 MLP, LayerNorm
+    "c": ["gemm_int8", "layernorm_bw", "sort_keys", "lstm_infer", "conv3d_train",
+          "h2d_copy", "spmm_csr", "mlp_b1"],
+    # FP64 and small fp16 tensor kernels, batch-1 CNN, BERT-like serving, reductions, an
+    # elementwise stream, a scan, an MoE-like batched expert GEMM
+    "d": ["gemm_fp64", "gemm_fp16_small", "resnet50_b1", "bert_infer", "reduce_sum",
+          "elementwise_fp16", "cumsum_scan", "moe_bmm"],
+    # ViT serving, cuDNN GRU training, top-k, a fused optimizer step, fp32 CNN training,
+    # random gathers, fp8 tensor cores, many small causal attentions
+    "e": ["vit_infer", "gru_train", "topk_select", "adam_step", "cnn_fp32_train",
+          "index_gather", "gemm_fp8", "attn_small_b1"],
+    # SwiGLU MLP, TF32 GEMM, batch-norm training, RNG, transposed convolutions, 1-D audio
+    # convolutions, histogram atomics, a batch-1 small encoder
+    "f": ["swiglu_bf16", "gemm_tf32", "batchnorm_train", "randn_gen", "convT_fp16",
+          "conv1d_audio", "histc_atomic", "encoder_b1"],
+}
+WORKLOADS = SETS[sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "b"]
 FAKE = "--fake" in sys.argv
 WARM = 0.7
 MEASURE = float(sys.argv[sys.argv.index("--measure") + 1]) if "--measure" in sys.argv else 3.0

@@ -234,12 +234,15 @@ class InterferenceModel:
 
     def _modes(self, X: np.ndarray) -> np.ndarray:
         """The sharing mode of each row of a feature matrix ("" where unknown)."""
-        cats = self.categories_.get("sharing", [])
-        if "sharing" not in self.feature_names_ or not cats:
-            return np.full(len(X), "", object)
+        cats = list(self.categories_.get("sharing", []))
+        return np.array(cats + [""], object)[self._mode_index(X, len(cats))]
+
+    def _mode_index(self, X: np.ndarray, n_cats: int) -> np.ndarray:
+        """Each row's sharing category code, n_cats where unknown."""
+        if "sharing" not in self.feature_names_ or not n_cats:
+            return np.full(len(X), n_cats, int)
         code = X[:, self.feature_names_.index("sharing")]
-        names = np.array(list(cats) + [""], object)
-        return names[np.where(np.isnan(code), len(cats), code).astype(int)]
+        return np.where(np.isnan(code), n_cats, code).astype(int)
 
     def _train_matrix(self, d: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
         """Training features, targets and each row's index into `d`; identity encodings out
@@ -309,7 +312,9 @@ class InterferenceModel:
         if self.p10_ is None:
             low = point - self.offset_ * margin_scale(point)
             if prior is not None and self.scale_ is not None:
-                q = np.array([self.scale_q_mode_.get(m, self.scale_q_) for m in self._modes(X)])
+                cats = list(self.categories_.get("sharing", []))
+                per = [self.scale_q_mode_.get(c, self.scale_q_) for c in cats] + [self.scale_q_]
+                q = np.asarray(per)[self._mode_index(X, len(cats))]
                 wide = scaled_margin(self.scale_, q, np.column_stack([X, point]),
                                      self.n_threads)
                 low = np.where(np.isnan(prior), low, point - wide)

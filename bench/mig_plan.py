@@ -132,7 +132,7 @@ def table(runs: list[dict], phase: str, tag: str) -> list[str]:
             out.append(f"| {p} | " + " | ".join(
                 f"{_m([r['per_profile'][q]['p95_min'] for r in x]):.0f}"
                 for q in rs[0]["per_profile"]) + " |")
-        out += sizes(rs, pols)
+        out += sizes(rs, pols) + lent(rs)
         out.append("")
     return out
 
@@ -169,6 +169,24 @@ def sizes(rs: list[dict], pols: list[str]) -> list[str]:
         out += ["", "Issue 28 bounds (planner p95 <= baseline p95):", "",
                 "| bound | planner | baseline | holds on the mean | seeds where it holds |",
                 "|---|---|---|---|---|", *rows]
+    return out
+
+
+def lent(rs: list[dict]) -> list[str]:
+    """Per seed, the planner's lent instances (`lend_keep` set; none in other tags)."""
+    x = sorted((r for r in rs if r["policy"] == "planner" and r.get("lent")),
+               key=lambda r: r["seed"])
+    if not x:
+        return []
+    out = ["", "Lent instances, planner (idle instances re-created as 1g-3g instances for "
+           "waiting pods):", "", "| seed | 1g-3g p95 min | lends | pods on lent instances | "
+           "hours lent (sum, instances given back by the end) | closed for a pod of the lender's profile |",
+           "|---|---|---|---|---|---|"]
+    for r in x:
+        g = r["lent"]
+        out.append(f"| {r['seed']} | {r['balanced']['p95_min']:.2f} | {g.get('lends', 0):.0f} "
+                   f"| {g.get('pods', 0):.0f} | {g.get('slot_hours', 0):.1f} | "
+                   f"{g.get('closed_for_big', 0):.0f} |")
     return out
 
 

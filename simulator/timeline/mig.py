@@ -32,6 +32,7 @@ import numpy as np
 from scheduler_hook import mig
 from scheduler_hook.mig_plan import NodeState, candidates, plan
 from scheduler_hook.scores.mig import FRAG_WEIGHT, unusable_slices
+from simulator.timeline.mig_lend import Lender, LendRule, Slot
 from simulator.timeline.mig_workload import MigPods
 
 SAMPLE_S = 600.0
@@ -108,7 +109,7 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
             min_gap_s: float = 86400.0, max_drain_pods: int | None = None,
             max_draining: int | None = None, custom: bool = False,
             weights: dict[str, float] | None = None,
-            hold: frozenset[str] = frozenset()) -> MigResult:
+            hold: frozenset[str] = frozenset(), lend: LendRule | None = None) -> MigResult:
     """Replay the pods arriving in [t_start, t_end) (see the module docstring).
 
     ``initial``: a config name for every node or node -> config (a name, or (name, geometry)
@@ -116,7 +117,8 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
     instances a plan may not take away (their demand is raised to what the nodes carry now).
     ``demand(t, live)``: the
     planner's demand per profile at t given what the cluster shows then (`Live`); None = the
-    geometry stays as it starts.
+    geometry stays as it starts. ``lend``: idle 4g/7g instances may be lent to waiting 1g-3g
+    pods (`simulator.timeline.mig_lend`); None = never.
     """
     wall, cpu0 = time.perf_counter(), time.process_time()
     nodes = [_Node(s, initial if isinstance(initial, str) else initial[s.name]) for s in specs]
@@ -141,6 +143,7 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
     mix: dict[tuple[str, int], float] = {}
     compute = {p: mig.profile_compute(p) for p in
                {*names, *(q for nd in nodes for q in nd.model.profiles)}}
+    lender = Lender(lend) if lend is not None else None
 
     def choose(p: str) -> _Node:
         best, cands = None, []
@@ -166,19 +169,26 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         return best[1]
 
     def schedule(now: float) -> None:
+        if lender:
+            lender.close(now, queue, avail)
         for p in names:
             q = queue[p]
-            while q and avail[p] > 0:
+            while q and (avail[p] > 0 or (lender and lender.avail[p] > 0)):
                 j = q.popleft()
                 live.waiting[p] -= 1
                 live.running[p] += 1
-                nd = choose(p)
-                nd.free[p] -= 1
-                avail[p] -= 1
+                if avail[p] > 0:  # a lent instance only when no node has a free one
+                    nd = choose(p)
+                    nd.free[p] -= 1
+                    avail[p] -= 1
+                else:
+                    nd = lender.take(p)
                 nd.pods.add(j)
                 where[j] = nd
                 start[j] = now
                 heapq.heappush(deps, (now + float(pods.duration[j]), j))
+        if lender:
+            lender.lend(now, queue, avail, nodes)
 
     def begin_split(nd: _Node, now: float) -> None:
         cfg, geo = nd.target
@@ -192,7 +202,8 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         states = []
         for nd in nodes:
             busy = not nd.eligible or (nd.resplits and now - nd.resplits[-1] < min_gap_s) or (
-                max_drain_pods is not None and len(nd.pods) > max_drain_pods)
+                max_drain_pods is not None and len(nd.pods) > max_drain_pods) or (
+                lender is not None and lender.busy(nd))
             geo = nd.target[1] if nd.target else nd.geometry
             states.append(NodeState(nd.name, nd.model, nd.gpus, "mixed", nd.config,
                                     nd.offer(geo), [str(j) for j in sorted(nd.pods)],
@@ -236,6 +247,9 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         waiting = {p for p in names if queue[p]}
         idle = sum(compute[p] * n for nd in nodes for p, n in nd.free.items()
                    if n > 0 and (p not in waiting or not nd.eligible)) if waiting else 0
+        if lender and waiting:
+            idle += sum(compute[p] * n for s in lender.slots for p, n in s.free.items()
+                        if n > 0 and (p not in waiting or s.state != "open"))
         samples["t"].append(now)
         samples["alloc"].append(100.0 * used / total)
         samples["stranded"].append(float(structural))
@@ -249,7 +263,8 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         t_arr = float(pods.arrival[sel[ai]]) if ai < len(sel) else np.inf
         t_dep = deps[0][0] if deps else np.inf
         t_up = ups[0][0] if ups else np.inf
-        now = min(t_arr, t_dep, t_up, next_sample, next_plan)
+        t_lend = lender.next_time() if lender else np.inf
+        now = min(t_arr, t_dep, t_up, t_lend, next_sample, next_plan)
         if now >= t_end:
             break
         if now == next_sample:
@@ -258,6 +273,8 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         elif now == next_plan:
             replan(now)
             next_plan += period_s
+        elif now == t_lend:
+            lender.fire(now, avail)
         elif now == t_up:
             nd = nodes[heapq.heappop(ups)[1]]
             nd.down = False
@@ -266,15 +283,18 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         elif now == t_dep:
             _, j = heapq.heappop(deps)
             nd = where.pop(j)
-            nd.pods.discard(j)
-            nd.free[prof[j]] += 1
             live.running[prof[j]] -= 1
             live.done[prof[j]] += 1
             live.done_s[prof[j]] += now - start[j]
-            if nd.eligible:
-                avail[prof[j]] += 1
-            elif nd.target is not None and not nd.pods:
-                begin_split(nd, now)
+            if isinstance(nd, Slot):
+                lender.depart(nd, prof[j], j, now)
+            else:
+                nd.pods.discard(j)
+                nd.free[prof[j]] += 1
+                if nd.eligible:
+                    avail[prof[j]] += 1
+                elif nd.target is not None and not nd.pods:
+                    begin_split(nd, now)
         else:
             j = int(sel[ai])
             ai += 1
@@ -284,4 +304,5 @@ def run_mig(specs: list[MigNodeSpec], pods: MigPods, policy: str, t_start: float
         schedule(now)
     return MigResult(policy, start, {k: np.asarray(v) for k, v in samples.items()},
                      {nd.name: nd.resplits for nd in nodes}, counts["plans"], counts["off"],
-                     time.perf_counter() - wall, time.process_time() - cpu0)
+                     time.perf_counter() - wall, time.process_time() - cpu0,
+                     extra=dict(lender.stats) if lender else {})

@@ -31,6 +31,7 @@ from scheduler_hook.mig_plan import (
 )
 from simulator.timeline.mig import MigNodeSpec, MigResult, mig_cluster, run_mig
 from simulator.timeline.mig_demand import ArrivalForecast, planner_demand
+from simulator.timeline.mig_lend import LendRule
 from simulator.timeline.mig_workload import FAMILY, MigPods, generate_mig_pods
 
 POLICIES = ("static", "static-past-week", "static-hindsight", "planner-first-plan", "planner",
@@ -75,6 +76,11 @@ class MigCaseConfig:
     burst_pool_q: float | None = None
     floor_week: bool = False       # demand no lower than the past 7 days' mean concurrency
     demand: str = "forecast"       # or "week": the mean concurrency of the past 7 days only
+    # the planner's policies also lend idle 4g/7g instances to waiting 1g-3g pods (dynamic
+    # MIG, `simulator.timeline.mig_lend`), keeping this many idle per large profile; None = off
+    lend_keep: int | None = None
+    lend_downtime_s: float = 300.0  # each way, the lent instance's slices only
+    lend_small: bool = False        # idle 2g/3g instances lent to smaller profiles too
     policies: tuple[str, ...] = POLICIES
 
 
@@ -271,6 +277,7 @@ def summarize(pods: MigPods, res: MigResult, t0: float, t1: float) -> dict:
                resplits_per_node_day_max=int(max(per_day, default=0)),
                min_gap_h=round(min(gaps) / 3600, 1) if gaps else None,
                plans=res.plans, drains_called_off=res.drains_called_off,
+               lent={k: round(v, 1) for k, v in res.extra.items()},
                seconds=round(res.seconds, 1), cpu_seconds=round(res.cpu_seconds, 1))
     return out
 
@@ -283,6 +290,8 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
                              slices=slices, share40=share40, large_factor=cfg.large_factor,
                              history_days=cfg.history_days)
     t0, t1 = -WARMUP_S, cfg.days * 86400.0
+    lend = LendRule(cfg.lend_keep, cfg.lend_downtime_s, cfg.lend_small) \
+        if cfg.lend_keep is not None else None
     rows = []
     for pol in cfg.policies:
         if pol not in POLICIES:
@@ -298,6 +307,7 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
                                                protect=cfg.protect != "none",
                                                burst_q=cfg.burst_q, levels=cfg.burst_levels,
                                                pool_q=cfg.burst_pool_q)
+            kw["lend"] = lend
         elif pol == "static-hindsight":
             kw["initial"] = hindsight_geometry(specs, pods, 0.0, t1)
         elif pol in ("planner", "oracle"):
@@ -311,7 +321,7 @@ def run_mig_case(cfg: MigCaseConfig) -> list[dict]:
             if cfg.floor_week:
                 kw["demand"] = _floored(kw["demand"], pods)
             kw.update(custom=cfg.custom, weights=protect_small(dict.fromkeys(pods.profiles, 1.0))
-                      if cfg.protect == "all" else None)
+                      if cfg.protect == "all" else None, lend=lend)
             if cfg.hold_small:
                 kw["hold"] = frozenset(p for p in pods.profiles
                                        if mig.profile_compute(p) <= SMALL_MAX)

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from scheduler_hook import indicators, metrics
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.podspec import PodSpecError
-from scheduler_hook.wire import ArgsParser, WireError, filter_json, parse_binding
+from scheduler_hook.wire import ArgsParser, WireError, best_json, filter_json, parse_binding
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -62,8 +62,9 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
         return handle
 
     filter_ = make("filter", hook.filter, args_of, filter_json)
-    # the same latency series: a kube-scheduler config uses one filter verb or the other
-    filter_best = make("filter", hook.filter_best, args_of, filter_json)
+    # the same latency series: a kube-scheduler config uses one filter verb or the other;
+    # the node counts are the decision's (the answer leaves out reasons once a node passes)
+    filter_best = make("filter", hook.filter_best, args_of, best_json)
     prioritize = make("prioritize", hook.prioritize_json, args_of)
     # run once answered: kube-scheduler skips prioritize when one node is left
     filter_.after = filter_best.after = prioritize.after = \

@@ -139,6 +139,24 @@ def filter_json(args: ExtenderArgs, result: dict[str, Any]) -> bytes:
     return orjson.dumps(result)
 
 
+def best_json(args: ExtenderArgs, result: dict[str, Any]) -> bytes:
+    """filter_json() of a filter-best answer: where some node passes, without the failure maps.
+
+    kube-scheduler v1.34 builds the pod's feasible list from the answer's NodeNames (or
+    Nodes) alone (pkg/scheduler/extender.go, HTTPExtender.Filter) and reads FailedNodes /
+    FailedAndUnresolvableNodes only to record a status per named node
+    (schedule_one.go, findNodesThatPassExtenders); those statuses feed the FitError message
+    and preemption, which happen only when no node is left. A node in neither list is just
+    dropped (filter-best already leaves out the passing nodes below the top score). So while
+    a node passes, the reasons are bytes kube-scheduler decodes and stores for nothing; when
+    none passes they stay, so the pod's FailedScheduling event says why. /v1/explain keeps
+    every reason either way."""
+    passed = result["NodeNames"] if args.cache_capable else (result["Nodes"] or {}).get("items")
+    if passed and (result["FailedNodes"] or result["FailedAndUnresolvableNodes"]):
+        result = {**result, "FailedNodes": {}, "FailedAndUnresolvableNodes": {}}
+    return filter_json(args, result)
+
+
 @dataclass
 class BindingArgs:
     name: str

@@ -81,3 +81,41 @@ def test_filter_best_route_answers_what_the_hook_decides():
         assert r.json()["NodeNames"] == _expected(hook, body)
         bad = client.post("/scheduler/filter-best", content=b"{")
         assert bad.status_code == 400 and "JSON" in bad.json()["error"]
+
+
+def _filter_nodes_total(outcome: str) -> float:
+    from prometheus_client import REGISTRY
+    return REGISTRY.get_sample_value("foresight_extender_filter_nodes_total",
+                                     {"outcome": outcome}) or 0.0
+
+
+def test_answer_leaves_out_failure_reasons_while_a_node_passes():
+    """kube-scheduler reads the reasons only when no node is left: the answer carries them
+    then, and not while some node passes (the decision, its explanation and the filter
+    metrics still have them)."""
+    st, names = _cluster(2)
+    hook = ExtenderHook(st, ProviderSet(), load_config())
+    pod = make_pod("p", gpus=1)
+    body = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": names})
+    decided = hook.filter_best(parse_args(body))
+    assert decided["NodeNames"] and "n5" in decided["FailedAndUnresolvableNodes"]
+    with TestClient(create_app(hook)) as client:
+        before = _filter_nodes_total("unresolvable")
+        got = client.post("/scheduler/filter-best", content=body).json()
+        assert got["NodeNames"] == decided["NodeNames"]
+        assert got["FailedNodes"] == {} and got["FailedAndUnresolvableNodes"] == {}
+        assert _filter_nodes_total("unresolvable") - before == \
+            len(decided["FailedAndUnresolvableNodes"])  # counted from the decision
+        explained = client.get("/v1/explain/default/p").json()["filter"]["nodes"]
+        assert [n["rejected"] for n in explained if n["node"] == "n5"][0]  # for whoever asks
+        # the same in the mode where kube-scheduler sends whole Node objects
+        full = orjson.dumps({"Pod": pod, "NodeNames": None, "Nodes": {"items": [
+            {"metadata": {"name": n}} for n in names]}})
+        got = client.post("/scheduler/filter-best", content=full).json()
+        assert [o["metadata"]["name"] for o in got["Nodes"]["items"]] == decided["NodeNames"]
+        assert got["FailedNodes"] == {} and got["FailedAndUnresolvableNodes"] == {}
+        # nothing passes: every reason goes back, as the two-call filter sends them
+        only = orjson.dumps({"Pod": pod, "Nodes": None, "NodeNames": ["n5"]})
+        got = client.post("/scheduler/filter-best", content=only).json()
+        assert got["NodeNames"] == [] and "drained" in got["FailedAndUnresolvableNodes"]["n5"]
+        assert got == client.post("/scheduler/filter", content=only).json()

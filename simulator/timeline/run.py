@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from simulator.replay.data import Nodes
@@ -45,16 +46,12 @@ def case_jobs(nodes: Nodes, cfg: CaseConfig) -> Jobs:
                          capacity_gpus=int(nodes.gpus.sum()))
 
 
-def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
-             ) -> tuple[list[dict], dict[str, TimelineResult]]:
-    """Summaries per policy (and the raw results when ``keep``)."""
-    for p in cfg.policies:
-        Placer(p)  # unknown names fail before any work
-    jobs = case_jobs(nodes, cfg)
-    t0, t1 = -WARMUP_S, cfg.days * 86400.0
-    rows, raw = [], {}
+def schedule_maker(jobs: Jobs, cfg: CaseConfig, t0: float, t1: float
+                   ) -> Callable[[str, bool], ReservedSchedule]:
+    """(mode, backfill) -> the reserved-GPU schedule a policy of that mode is fed (built once
+    per key): ``forecast`` (decaying when backfilling), ``flat``, ``flat-matched``, ``none``,
+    ``oracle``."""
     scheds: dict[tuple, ReservedSchedule] = {}
-    preds = None
 
     def schedule_for(mode: str, backfill: bool) -> ReservedSchedule:
         key = (mode, backfill)
@@ -73,6 +70,20 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
             scheds[key] = ReservedSchedule(jobs, mode, t0, t1, **kw, decay_bins=cfg.decay_bins
                                            if backfill and mode == "forecast" else 0)
         return scheds[key]
+
+    return schedule_for
+
+
+def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
+             ) -> tuple[list[dict], dict[str, TimelineResult]]:
+    """Summaries per policy (and the raw results when ``keep``)."""
+    for p in cfg.policies:
+        Placer(p)  # unknown names fail before any work
+    jobs = case_jobs(nodes, cfg)
+    t0, t1 = -WARMUP_S, cfg.days * 86400.0
+    rows, raw = [], {}
+    schedule_for = schedule_maker(jobs, cfg, t0, t1)
+    preds = None
 
     for p in cfg.policies:
         sched, fc_s, runtime = None, 0.0, None

@@ -25,18 +25,30 @@ class InterferenceAdapter:
         self._cache = LRU(200_000)
 
     def _pairs(self, workload: str, others: Sequence[str], sharing: str) -> np.ndarray:
+        """Columns: speed of workload, of other, their p10s, their margin units (NaN when
+        the model has no admission bound)."""
         others = [str(o) for o in others]
+        admit = self.admits
 
-        def compute(miss: list[int]) -> list[tuple[float, float, float, float]]:
+        def compute(miss: list[int]) -> list[tuple[float, ...]]:
             pairs = pd.DataFrame({"a_workload": [workload] * len(miss),
                                   "b_workload": [others[i] for i in miss],
                                   "sharing": [sharing or ""] * len(miss)})
-            out = self.model.predict(pairs)
-            return list(zip(*(out[c].to_numpy(float).tolist() for c in (
-                "a_speed_pred", "b_speed_pred", "a_speed_p10", "b_speed_p10"))))
+            out = self.model.predict(pairs, admit=True) if admit else self.model.predict(pairs)
+            cols = [out[c].to_numpy(float) for c in (
+                "a_speed_pred", "b_speed_pred", "a_speed_p10", "b_speed_p10")]
+            nan = np.full(len(miss), np.nan)
+            cols += [out["a_speed_unit"].to_numpy(float), out["b_speed_unit"].to_numpy(float)] \
+                if admit else [nan, nan]
+            return list(zip(*(c.tolist() for c in cols)))
 
         vals = self._cache.get_many([(workload, o, sharing) for o in others], compute)
-        return np.asarray(vals, float).reshape(-1, 4)
+        return np.asarray(vals, float).reshape(-1, 6)
+
+    @property
+    def admits(self) -> bool:
+        """Whether the model calibrated an admission bound (forecaster/interference/admission.py)."""
+        return bool(getattr(self.model, "admit_q_", None))
 
     def speeds(self, workload: str, others: Sequence[str], sharing: str
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -47,11 +59,28 @@ class InterferenceAdapter:
 
     def bounds(self, workload: str, others: Sequence[str], sharing: str
                ) -> tuple[np.ndarray, np.ndarray]:
-        """The pessimistic p10 speeds, same shape as `speeds`: what a minimum speed is held to."""
+        """The pessimistic p10 speeds, same shape as `speeds`: what a minimum speed is held to
+        where the model has no admission bound (`admit_bound`)."""
         if not others:
             return np.zeros(0), np.zeros(0)
         arr = self._pairs(workload, others, sharing)
         return arr[:, 2], arr[:, 3]
+
+    def units(self, workload: str, others: Sequence[str], sharing: str
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """The margin unit of each side (NaN: none), same shape as `speeds`."""
+        if not others:
+            return np.zeros(0), np.zeros(0)
+        arr = self._pairs(workload, others, sharing)
+        return arr[:, 4], arr[:, 5]
+
+    def admit_bound(self, sharing: str, point: np.ndarray, unit: np.ndarray, p10: np.ndarray,
+                    floor: float | np.ndarray) -> np.ndarray:
+        """What a minimum speed `floor` is held to: the model's admission bound, the p10 for
+        a model without one."""
+        if not self.admits:
+            return np.asarray(p10, float)
+        return self.model.admit_bound(sharing, point, unit, p10, floor)
 
 
 class FingerprintAdapter:

@@ -1,5 +1,5 @@
 """Interference on a real H200 (time-slicing and MPS), leave one workload out, and the co-location
-safety that the p10 gives at a declared minimum speed.
+safety that the admission bound (and the p10) gives at a declared minimum speed.
 
 Usage: nice .venv/bin/python bench/interference_h200.py [--data DIR] [--part dev|final|all|pool]
 `--data` is a colocate.py output directory (default ../shared/gpu-h200, else data/h200).
@@ -15,7 +15,8 @@ For each workload w: every pair involving w is held out (both modes), the model 
 baselines are fit on the rest, and both directions of each held-out pair are scored.
 Baselines (same folds): `train_mean` = the training mean speed of the row's mode; `util_rule` =
 min(1, 100 / summed GPU util). Safety: a pending pod annotated `foresight.io/min-speed: 0.8`
-beside a resident: the model admits when the pod's p10 >= 0.8, the rule when its speed >= 0.8,
+beside a resident: the model admits when the pod's admission bound >= 0.8 (what the extender
+does: forecaster/interference/admission.py; also shown: the p10), the rule when its speed >= 0.8,
 `memaware` when the pair's memory fits (always on a 141 GB H200: it never looks at speed).
 """
 from __future__ import annotations
@@ -65,7 +66,7 @@ def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
             train = pd.concat([train, extra[keep]], ignore_index=True)
         train = train.reset_index(drop=True)
         m = InterferenceModel(**params).fit(train)
-        pred = m.predict(held)
+        pred = m.predict(held, admit=True)
         d, dtr = directed(held), directed(train)
         mean = dtr.groupby("sharing")["y"].mean()
         u = (d["self_gpu_util"] + d["partner_gpu_util"]).to_numpy()
@@ -74,10 +75,26 @@ def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
             "partner": d["partner_workload"], "y": d["y"],
             "model": np.r_[pred["a_speed_pred"], pred["b_speed_pred"]],
             "p10": np.r_[pred["a_speed_p10"], pred["b_speed_p10"]],
+            "admit": admit_at(m, pred, held["sharing"].to_numpy(), MIN_SPEED),
             "train_mean": d["sharing"].map(mean).to_numpy(),
             "util_rule": np.minimum(1.0, 100.0 / u)}))
     res = pd.concat(out, ignore_index=True)
     return res[res["y"].notna()].reset_index(drop=True)
+
+
+def admit_at(model: InterferenceModel, pred: pd.DataFrame, sharing: np.ndarray,
+             floor: float) -> np.ndarray:
+    """The admission bound of both directions (a then b) at `floor`, as the extender holds a
+    pod's minimum speed: per sharing mode."""
+    out = []
+    for side in "ab":
+        v = {c: pred[f"{side}_speed_{c}"].to_numpy() for c in ("pred", "unit", "p10")}
+        low = v["p10"].copy()
+        for mode in np.unique(sharing):
+            i = sharing == mode
+            low[i] = model.admit_bound(str(mode), v["pred"][i], v["unit"][i], v["p10"][i], floor)
+        out.append(low)
+    return np.concatenate(out)
 
 
 def scores(r: pd.DataFrame) -> dict:
@@ -98,7 +115,8 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
     for mode, g in [("both", r)] + list(r.groupby("sharing")):
         y = g["y"].to_numpy()
         unsafe = y < MIN_SPEED
-        admits = {"model (p10)": g["p10"].to_numpy() >= MIN_SPEED,
+        admits = {"model (admission bound)": g["admit"].to_numpy() >= MIN_SPEED,
+                  "model (p10)": g["p10"].to_numpy() >= MIN_SPEED,
                   # the point alone: how far the information goes without any margin
                   "model point (no margin)": g["model"].to_numpy() >= MIN_SPEED,
                   "util_rule": g["util_rule"].to_numpy() >= MIN_SPEED,
@@ -149,13 +167,16 @@ def repeats(sets: list[str]) -> str:
 
 def per_set(r: pd.DataFrame) -> list[str]:
     lines = ["Per set (each set's folds, the other sets in training):", "",
-             "| set | rows | model / better rule | below p10 | model admitted unsafe | "
-             "model refused safe |", "|---|---|---|---|---|---|"]
+             "| set | rows | model / better rule | below p10 | admission bound: admitted unsafe"
+             " / refused safe | p10: admitted unsafe / refused safe |",
+             "|---|---|---|---|---|---|"]
     for name, g in r.groupby("set"):
         s, safe = scores(g), safety(g)
-        m = safe[(safe["mode"] == "both") & (safe["policy"] == "model (p10)")].iloc[0]
+        both = safe[safe["mode"] == "both"].set_index("policy")
+        a, m = both.loc["model (admission bound)"], both.loc["model (p10)"]
         lines.append(f"| {name} | {s['rows']} | {s['ratio']:.2f}x | {fmt(s['below_p10'], True)}"
-                     f" | {fmt(m.admitted_unsafe, True)} | {fmt(m.refused_safe, True)} |")
+                     f" | {fmt(a.admitted_unsafe, True)} / {fmt(a.refused_safe, True)}"
+                     f" | {fmt(m.admitted_unsafe, True)} / {fmt(m.refused_safe, True)} |")
     return lines + [""]
 
 
@@ -273,6 +294,9 @@ def main() -> None:
     ap.add_argument("--alpha", type=float, default=None,
                     help="the bound's level (default 0.1: the p10); the safety trade-off of "
                          "a less pessimistic bound")
+    ap.add_argument("--admit-risk", type=float, default=None,
+                    help="share of unsafe placements the admission bound may admit "
+                         "(default: the model's, 0.05)")
     ap.add_argument("--no-step", action="store_true", help="drop step_s (DCGM fields only)")
     ap.add_argument("--extra", action="append", default=None,
                     help="another colocate output dir whose pairs join every fold's training "
@@ -291,6 +315,8 @@ def main() -> None:
         params["n_estimators"] = a.trees
     if a.alpha is not None:
         params["alpha"] = a.alpha
+    if a.admit_risk is not None:
+        params["admit_risk"] = a.admit_risk
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
     t = time.time()
     if a.part == "pool":

@@ -210,6 +210,9 @@ def test_cli_fit_predict_and_errors(pairs, tmp_path, capsys):
     assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
                  str(tmp_path / "m"), "--alpha", "0.7"]) == 2
     assert "alpha" in capsys.readouterr().err
+    assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
+                 str(tmp_path / "m"), "--admit-risk", "0"]) == 2
+    assert "admit_risk" in capsys.readouterr().err
     assert (tmp_path / "m" / "point.txt").is_file()  # the model already there is kept
     # a less pessimistic bound (the p40) sits above the p10 on the same pairs
     assert main(["interference", "fit", "--pairs", str(train), "--model-dir",

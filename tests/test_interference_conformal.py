@@ -21,7 +21,7 @@ def _rows(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def test_scale_is_narrow_where_errors_are_small_and_keeps_coverage():
     X, err, groups = _rows(1200, 0)
-    scale, q, _ = fit_scale(X, err, groups, alpha=0.1)
+    scale, q, _, _ = fit_scale(X, err, groups, alpha=0.1)
     Xn, errn, _ = _rows(4000, 1)
     margin = scaled_margin(scale, q, Xn)
     calm, noisy = margin[Xn[:, 0] == 0], margin[Xn[:, 0] == 1]
@@ -36,7 +36,7 @@ def test_each_sharing_mode_gets_its_own_q_where_the_scale_cannot_tell_them_apart
     X, err, groups = _rows(1600, 4)
     mode = np.where(np.random.default_rng(5).random(1600) < 0.5, "mps", "timeslice")
     err = np.where(mode == "mps", 2.5 * err, err)  # the mode is not among the features
-    scale, q, per = fit_scale(X, err, groups, alpha=0.1, strata=mode)
+    scale, q, per, _ = fit_scale(X, err, groups, alpha=0.1, strata=mode)
     assert set(per) == {"mps", "timeslice"} and per["mps"] > 1.8 * per["timeslice"]
     Xn, errn, _ = _rows(4000, 6)
     moden = np.where(np.random.default_rng(7).random(4000) < 0.5, "mps", "timeslice")

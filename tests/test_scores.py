@@ -248,3 +248,56 @@ def test_fragmentation_charges_a_fraction_the_residue_it_leaves_unfillable(tmp_p
 
     with pytest.raises(ForesightError, match="fragmentation.residue_weight"):
         load_config(bad)
+
+
+class AdmittingInterference(Interference):
+    """Point speeds, p10s, margin units, and an admission bound of q units per floor."""
+
+    def __init__(self, table, p10, unit, q_by_floor, admits=True) -> None:
+        super().__init__(table)
+        self.p10, self.unit, self.q_by_floor, self.admits = p10, unit, q_by_floor, admits
+        self.floors = []
+
+    def _two(self, t, workload, others):
+        return (np.array([t.get((workload, o), np.nan) for o in others]),
+                np.array([t.get((o, workload), np.nan) for o in others]))
+
+    def bounds(self, workload, others, sharing):
+        return self._two(self.p10, workload, others)
+
+    def units(self, workload, others, sharing):
+        return self._two(self.unit, workload, others)
+
+    def admit_bound(self, sharing, point, unit, p10, floor):
+        floor = np.broadcast_to(np.asarray(floor, float), np.shape(point))
+        self.floors.append(np.unique(floor).tolist())
+        q = np.vectorize(lambda f: self.q_by_floor.get(round(float(f), 2), np.nan))(floor)
+        return np.where(np.isnan(q) | np.isnan(unit), p10, point - q * unit)
+
+
+def test_colocation_holds_min_speed_to_the_admission_bound_at_each_sides_floor():
+    st = two_shared_gpus("friendly", "noisy")
+    table = {("me", "friendly"): 0.9, ("friendly", "me"): 0.95,
+             ("me", "noisy"): 0.82, ("noisy", "me"): 0.97}
+    p10 = {("me", "friendly"): 0.7, ("friendly", "me"): 0.8,
+           ("me", "noisy"): 0.6, ("noisy", "me"): 0.9}
+    unit = {k: 0.05 for k in table} | {("me", "noisy"): 0.1}
+    pod = make_pod("p", fraction=0.25, workload="me",
+                   annotations={"foresight.io/min-speed": "0.8"})
+
+    def refused(model) -> set[str]:
+        prov = ProviderSet()
+        prov.set("interference", model)
+        c = ctx(st, pod, prov)
+        res = ColocationSafety().score(c)
+        return {st.names[c.rows[j]] for j in np.flatnonzero(res.violation)}
+
+    # the p10 (0.7 beside friendly, 0.6 beside noisy) refuses both GPUs
+    assert refused(AdmittingInterference(table, p10, unit, {0.8: 1.0}, admits=False)) == \
+        {"a", "b"}
+    # the admission bound at 0.8: 0.9 - 1 x 0.05 = 0.85 admits; 0.82 - 0.1 = 0.72 refuses
+    model = AdmittingInterference(table, p10, unit, {0.8: 1.0})
+    assert refused(model) == {"b"}
+    assert [0.8] in model.floors  # held at the pod's own floor
+    # a floor the model has no q for falls back to the p10
+    assert refused(AdmittingInterference(table, p10, unit, {0.7: 1.0})) == {"a", "b"}

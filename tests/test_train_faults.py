@@ -197,9 +197,10 @@ def test_bad_interference_alpha_is_one_line_and_keeps_models(history, tmp_path: 
                                                               capsys) -> None:
     reg = _published(history, tmp_path)
     before = _tree(reg)
-    rc = main(["train", "--synthetic", "--days", "1", "--nodes", "2", "--registry", str(reg),
-               "--out", str(tmp_path / "out"), "--interference-alpha", "0.9"])
-    assert rc == 2
-    err = capsys.readouterr().err
-    assert "--interference-alpha" in err and "Traceback" not in err
-    assert _tree(reg) == before
+    for flag, bad in (("--interference-alpha", "0.9"), ("--interference-admit-risk", "0.6")):
+        rc = main(["train", "--synthetic", "--days", "1", "--nodes", "2", "--registry",
+                   str(reg), "--out", str(tmp_path / "out"), flag, bad])
+        assert rc == 2
+        err = capsys.readouterr().err
+        assert flag in err and "Traceback" not in err
+        assert _tree(reg) == before

@@ -128,7 +128,8 @@ def fit_usage_dask(series: pd.DataFrame, client, **kw) -> UsageForecaster:
 
 def fit_interference_dask(pairs: pd.DataFrame, cfg, client) -> InterferenceModel:
     m = DaskInterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
-                              alpha=cfg.interference_alpha, seed=cfg.seed)
+                              alpha=cfg.interference_alpha,
+                              admit_risk=cfg.interference_admit_risk, seed=cfg.seed)
     m.dask_client_ = client
     return m.fit(pairs)
 

@@ -46,6 +46,9 @@ class TrainConfig:
     #: level of the interference bound that min-speed is held to (0.1: the p10; the
     #: trade-off of higher levels: bench/results/interference_h200_pool_alpha04.md)
     interference_alpha: float = 0.1
+    #: share of unsafe placements the co-location gate may admit (the bound min-speed is held
+    #: to: forecaster/interference/admission.py)
+    interference_admit_risk: float = 0.05
     demand_freq: str = "30min"
     demand_horizon: int = 4
     usage_metric: str = "sm"

@@ -39,10 +39,12 @@ def save_model(model: "InterferenceModel", path: str | Path) -> Path:
         "kind": "interference",
         "params": {k: getattr(model, k) for k in (
             "n_estimators", "learning_rate", "num_leaves", "min_child_samples", "alpha",
-            "n_folds", "use_identity", "mechanism", "margin", "n_threads", "seed")},
+            "n_folds", "use_identity", "mechanism", "margin", "admit_risk", "n_threads",
+            "seed")},
         "mechanism": model.mechanism_.to_json() if model.mechanism_ is not None else None,
         "band_offsets": model.band_offsets_, "base": model.base_, "solo": model.solo_,
         "scale_q": model.scale_q_, "scale_q_mode": model.scale_q_mode_,
+        "admit_q": getattr(model, "admit_q_", {}),
         "blend": model.blend_,
         "features": model.feature_names_, "side_features": model.side_features_,
         "categories": model.categories_, "identity": model.identity_,
@@ -89,6 +91,9 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     m.scale_ = lgb.Booster(model_str=texts["scale.txt"]) if "scale.txt" in texts else None
     m.scale_q_ = float(body.get("scale_q", 0.0))
     m.scale_q_mode_ = {k: float(v) for k, v in body.get("scale_q_mode", {}).items()}
+    # saved before the admission bound: the gate holds minimum speeds to the p10
+    m.admit_q_ = {mode: {f: float(q) for f, q in per.items()}
+                  for mode, per in (body.get("admit_q") or {}).items()}
     m.feature_names_ = body["features"]
     m.side_features_ = body["side_features"]
     m.categories_ = body["categories"]

@@ -4,6 +4,7 @@ normalized (locally adaptive) margin."""
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import lightgbm as lgb
 import numpy as np
@@ -44,9 +45,19 @@ def band(pred: np.ndarray) -> np.ndarray:
     return np.searchsorted(BANDS, np.asarray(pred, float), side="right")
 
 
+class ScaleFit(NamedTuple):
+    """A fitted learned scale: the served booster, the pooled q, q per stratum, and each
+    calibration row's scale from the half-fit that never saw it (what admission.py holds the
+    admitted-unsafe risk to)."""
+    scale: lgb.Booster
+    q: float
+    q_mode: dict[str, float]
+    held_scale: np.ndarray
+
+
 def fit_scale(X: np.ndarray, err: np.ndarray, groups: np.ndarray, alpha: float,
               seed: int = 0, n_threads: int = 1, strata: np.ndarray | None = None
-              ) -> tuple[lgb.Booster, float, dict[str, float]] | None:
+              ) -> ScaleFit | None:
     """Normalized conformal: a small booster learns how far off the point is for rows like
     this one (|held-out error| from the features and the point itself), and the margin is
     q * scale, q the (1 - alpha) conformal quantile of error / scale. The scale is fit on half
@@ -60,7 +71,7 @@ def fit_scale(X: np.ndarray, err: np.ndarray, groups: np.ndarray, alpha: float,
     `strata` (the sharing mode of each row) gets a q of its own where it has MIN_STRATUM_SCORES
     held-out scores (Mondrian by mode): time-slicing errs less than MPS on unseen workloads,
     and one pooled q left 5 % of time-sliced and 11 % of MPS speeds under the bound on the six
-    H200 dev sets. Returns (scale, pooled q, {stratum: q})."""
+    H200 dev sets."""
     ug = np.unique(groups)
     if len(err) < MIN_SCALE_ROWS or len(ug) < 2:
         return None
@@ -70,18 +81,20 @@ def fit_scale(X: np.ndarray, err: np.ndarray, groups: np.ndarray, alpha: float,
     order = np.random.default_rng(seed).permutation(ug)
     strata = np.full(len(err), "", object) if strata is None else np.asarray(strata, object)
     scores, where = [], []
+    held = np.full(len(err), np.nan)
     for k in range(2):
         fit = np.isin(groups, order[k::2])
         if fit.sum() < 30 or (~fit).sum() == 0:
             return None
         b = lgb.train(params, lgb.Dataset(X[fit], np.abs(err[fit])), _SCALE_ROUNDS)
-        scores.append(err[~fit] / np.maximum(b.predict(X[~fit]), SCALE_FLOOR))
+        held[~fit] = np.maximum(b.predict(X[~fit]), SCALE_FLOOR)
+        scores.append(err[~fit] / held[~fit])
         where.append(strata[~fit])
     full = lgb.train(params, lgb.Dataset(X, np.abs(err)), _SCALE_ROUNDS)
     sc, st = np.concatenate(scores), np.concatenate(where)
     per = {str(v): conformal(sc[st == v], alpha) for v in np.unique(st)
            if v != "" and (st == v).sum() >= MIN_STRATUM_SCORES}
-    return full, conformal(sc, alpha), per
+    return ScaleFit(full, conformal(sc, alpha), per, held)
 
 
 def scaled_margin(scale: lgb.Booster, q: float | np.ndarray, X: np.ndarray,

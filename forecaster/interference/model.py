@@ -22,6 +22,7 @@ import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
 from ground.errors import ForesightError
+from forecaster.interference.admission import admission_table, q_at
 from forecaster.interference.artifact import load_model, save_model
 from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal, fit_scale,
                                                 margin_scale, scaled_margin)
@@ -49,7 +50,7 @@ class InterferenceModel:
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
                  mps_form: str = "priority", margin: str = "scaled",
-                 n_threads: int = 1, seed: int = 0) -> None:
+                 admit_risk: float | None = 0.05, n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -60,6 +61,9 @@ class InterferenceModel:
         self.mechanism = mechanism
         self.mps_form = mps_form
         self.margin = margin  # "scaled" (learned scale, conformal.fit_scale) or "band"
+        # share of unsafe placements the co-location gate may admit (admission.py); None:
+        # the gate holds minimum speeds to the p10
+        self.admit_risk = admit_risk
         self.n_threads = n_threads
         self.seed = seed
 
@@ -69,6 +73,9 @@ class InterferenceModel:
             raise ForesightError(f"margin must be 'scaled' or 'band', not {self.margin!r}")
         if not 0.0 < self.alpha <= 0.5:
             raise ForesightError(f"alpha (the bound's level) must be in (0, 0.5], not {self.alpha}")
+        if self.admit_risk is not None and not 0.0 < self.admit_risk < 0.5:
+            raise ForesightError("admit_risk (the share of unsafe placements the co-location "
+                                 f"gate may admit) must be in (0, 0.5), not {self.admit_risk}")
         pairs = validate_pairs(pairs, require_targets=True)
         d = directed(pairs)
         d = d[d["y"].notna()].reset_index(drop=True)  # unmeasured sides teach nothing
@@ -100,6 +107,7 @@ class InterferenceModel:
                          "training_rows": int(len(X)), "conformal_offset": self.offset_,
                          "band_offsets": self.band_offsets_, "blend": self.blend_,
                          "scale_q": self.scale_q_, "scale_q_mode": self.scale_q_mode_,
+                         "admit_q": self.admit_q_,
                          "held_out_mae": self.blend_mae_,
                          "mechanism_modes": self.mechanism_.modes_ if self.mechanism_ else [],
                          "calibration_rows": self.calibration_rows_,
@@ -213,8 +221,11 @@ class InterferenceModel:
             self.blend_ = "plain"
         self.blend_mae_ = mae if self.mechanism_ is not None else {}
         chosen = np.concatenate(cands[self.blend_])
-        if self.blend_ == "plain":  # no structure served: one margin, as without it
-            on = np.zeros(len(yb), bool)
+        mat = np.vstack(mats)
+        if self.blend_ == "plain":  # served without the structure's speed: nor is the scale fit
+            mat = np.delete(mat, list(X.columns).index("mech_speed"), axis=1)
+            if self.margin != "scaled":  # one margin, as without a structure
+                on = np.zeros(len(yb), bool)
         self.offset_ = conformal((chosen - yb)[~on] / margin_scale(chosen[~on]), self.alpha)
         sc, bands = (chosen - yb)[on], band(chosen[on])
         # pooled over modes: per mode and band the dev folds had too few scores to be stable
@@ -222,14 +233,21 @@ class InterferenceModel:
         for b in np.unique(bands):
             if (bands == b).sum() >= MIN_BAND_SCORES:
                 self.band_offsets_[str(b)] = conformal(sc[bands == b], self.alpha)
-        self.scale_, self.scale_q_, self.scale_q_mode_ = None, 0.0, {}
+        self.scale_, self.scale_q_, self.scale_q_mode_, self.admit_q_ = None, 0.0, {}, {}
         if on.any() and self.margin == "scaled":
-            mat = np.vstack(mats)[on]
+            # also where trees serve alone ("plain"): the rows the forms cover still get a
+            # scale of their own (with one margin, 29 % of the H200 pool's folds got a margin
+            # as wide as the worst rows need)
+            mat = mat[on]
+            modes = self._modes(mat)
             fitted = fit_scale(np.column_stack([mat, chosen[on]]), (chosen - yb)[on],
                                np.concatenate(gids)[on], self.alpha, self.seed,
-                               self.n_threads, self._modes(mat))
+                               self.n_threads, modes)
             if fitted is not None:
-                self.scale_, self.scale_q_, self.scale_q_mode_ = fitted
+                self.scale_, self.scale_q_, self.scale_q_mode_ = fitted[:3]
+                if self.admit_risk is not None:
+                    self.admit_q_ = admission_table(chosen[on], yb[on], fitted.held_scale,
+                                                    modes, self.admit_risk)
         self.calibration_rows_ = int(n)
 
     def _modes(self, X: np.ndarray) -> np.ndarray:
@@ -295,8 +313,10 @@ class InterferenceModel:
         return lgb.train(params, ds, num_boost_round=rounds)
 
     # --------------------------------------------------------------- prediction
-    def predict(self, pairs: pd.DataFrame) -> pd.DataFrame:
-        """`a_speed_pred`, `b_speed_pred`, `a_speed_p10`, `b_speed_p10`, one row per pair."""
+    def predict(self, pairs: pd.DataFrame, admit: bool = False) -> pd.DataFrame:
+        """`a_speed_pred`, `b_speed_pred`, `a_speed_p10`, `b_speed_p10`, one row per pair;
+        with `admit`, also `a_speed_unit`, `b_speed_unit`: the learned margin scale that
+        `admit_bound` turns into the bound a minimum speed is held to (NaN: no scale)."""
         if not hasattr(self, "point_"):
             raise ForesightError("interference model is not fitted")
         X = self.predict_matrix(pairs)
@@ -309,15 +329,21 @@ class InterferenceModel:
             point = np.where(np.isnan(prior), point + self.base_,
                              prior + (point if self.blend_ == "residual" else 0.0))
         point = np.clip(point, 0.01, self.cap_)
+        unit = np.full(len(point), np.nan)
         if self.p10_ is None:
             low = point - self.offset_ * margin_scale(point)
+            cats = list(self.categories_.get("sharing", []))
+            code = self._mode_index(X, len(cats))
+            if prior is None and self.blend_ == "plain" and self.mechanism_ is not None:
+                # trees serve alone: the scale covers the rows of the modes the forms cover
+                covered = np.isin(np.array(cats + [""], object)[code], self.mechanism_.modes_)
+                prior = np.where(covered, 0.0, np.nan)
             if prior is not None and self.scale_ is not None:
-                cats = list(self.categories_.get("sharing", []))
                 per = [self.scale_q_mode_.get(c, self.scale_q_) for c in cats] + [self.scale_q_]
-                q = np.asarray(per)[self._mode_index(X, len(cats))]
-                wide = scaled_margin(self.scale_, q, np.column_stack([X, point]),
-                                     self.n_threads)
-                low = np.where(np.isnan(prior), low, point - wide)
+                q = np.asarray(per)[code]
+                unit = np.where(np.isnan(prior), np.nan, scaled_margin(
+                    self.scale_, 1.0, np.column_stack([X, point]), self.n_threads))
+                low = np.where(np.isnan(prior), low, point - q * unit)
             elif prior is not None and self.band_offsets_:
                 off = self.band_offsets_
                 q = np.array([off.get(str(b), off.get("", 0.0)) for b in band(point)])
@@ -325,8 +351,23 @@ class InterferenceModel:
         else:  # a schema 1 artifact
             low = self.p10_.predict(X, num_threads=self.n_threads) - self.offset_
         low = np.minimum(np.clip(low, 0.0, 2.0), point)
-        return pd.DataFrame({"a_speed_pred": point[:n], "b_speed_pred": point[n:],
-                             "a_speed_p10": low[:n], "b_speed_p10": low[n:]})
+        out = {"a_speed_pred": point[:n], "b_speed_pred": point[n:],
+               "a_speed_p10": low[:n], "b_speed_p10": low[n:]}
+        if admit:
+            out.update(a_speed_unit=unit[:n], b_speed_unit=unit[n:])
+        return pd.DataFrame(out)
+
+    def admit_bound(self, sharing: str, point: np.ndarray, unit: np.ndarray, p10: np.ndarray,
+                    floor: float | np.ndarray) -> np.ndarray:
+        """The speed a minimum speed `floor` is held to (admission.py): point - q * unit, q
+        calibrated for the mode and floor to admit at most `admit_risk` of unsafe placements;
+        the p10 where the model has no such q or no unit."""
+        point, unit, p10 = (np.asarray(a, float) for a in (point, unit, p10))
+        q = q_at(getattr(self, "admit_q_", {}).get(sharing, {}),
+                 np.broadcast_to(np.asarray(floor, float), point.shape))
+        bound = np.minimum(np.clip(point - np.nan_to_num(q) * np.nan_to_num(unit), 0.0, 2.0),
+                           point)
+        return np.where(np.isnan(q) | np.isnan(unit), p10, bound)
 
     def predict_matrix(self, pairs: pd.DataFrame) -> np.ndarray:
         """The directed feature matrix (rows: a slowed by b, then b slowed by a; columns:

@@ -36,15 +36,17 @@ def _write_table(df: pd.DataFrame, out: Path) -> None:
 def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CSV or Parquet)."),
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
         seed: int = typer.Option(0, help="Random seed (calibration split, folds)."),
-        alpha: float = typer.Option(0.1, help="Level of the pessimistic bound that "
-                                    "min-speed is held to (0.1: the p10; higher admits more "
-                                    "co-locations and more unsafe ones; the *_p10 columns then hold that level).")
+        alpha: float = typer.Option(0.1, help="Level of the published pessimistic bound "
+                                    "(0.1: the p10; the *_p10 columns then hold that level)."),
+        admit_risk: float = typer.Option(0.05, "--admit-risk", help="Share of unsafe "
+                                         "placements the co-location gate may admit: sets the "
+                                         "bound a pod's foresight.io/min-speed is held to.")
         ) -> None:
     """Fit the interference model on a pair table and save it."""
     from forecaster.interference.model import InterferenceModel
 
     table = _read(pairs, require_targets=True)
-    model = InterferenceModel(seed=seed, alpha=alpha).fit(table)
+    model = InterferenceModel(seed=seed, alpha=alpha, admit_risk=admit_risk).fit(table)
     model.save(model_dir)
     m = model.metrics_
     per_mode = ", ".join(f"{k} {v:.2f}" for k, v in sorted((m.get("scale_q_mode") or {}).items()))
@@ -54,6 +56,10 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
               else f"p10 conformal offset {m['conformal_offset']:+.4f}")
     console.print(f"fitted on {m['pairs']} pairs ({m['directed_rows']} measured directions, "
                   f"{m['workloads']} workloads); {margin}; saved to {model_dir}")
+    if m.get("admit_q_mode"):
+        console.print(f"min-speed held to point - q x scale, q for {admit_risk:.0%} of unsafe "
+                      "placements admitted: " + ", ".join(
+                          f"{k} {v:.2f}" for k, v in sorted(m["admit_q_mode"].items())))
     if m.get("mechanism_modes"):
         held = m.get("held_out_mae") or {}
         console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; serving "

@@ -100,7 +100,9 @@ def register(app: typer.Typer) -> None:
         n_estimators: int = typer.Option(200, "--n-estimators", help="Boosting rounds per LightGBM model."),
         threads: int = typer.Option(1, "--threads", help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
         interference_alpha: float = typer.Option(0.1, "--interference-alpha",
-                                                 help="Level of the interference bound min-speed is held to (0.1: the p10; higher admits more co-locations)."),
+                                                 help="Level of the published pessimistic interference bound (0.1: the p10)."),
+        interference_admit_risk: float = typer.Option(0.05, "--interference-admit-risk",
+                                                      help="Share of unsafe placements the co-location gate may admit (sets the bound min-speed is held to)."),
         out: str = typer.Option("foresight-train-report", "--out", help="Where report.html and metrics.json go."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
         beat_baseline: bool = typer.Option(True, "--beat-baseline/--no-beat-baseline",
@@ -124,13 +126,19 @@ def register(app: typer.Typer) -> None:
             from ground.errors import ForesightError
 
             raise ForesightError(f"--interference-alpha must be in (0, 0.5], not {interference_alpha}")
+        if not 0.0 < interference_admit_risk < 0.5:
+            from ground.errors import ForesightError
+
+            raise ForesightError("--interference-admit-risk must be in (0, 0.5), not "
+                                 f"{interference_admit_risk}")
         if scratch:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
                           kinds=tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS,
                           n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run,
                           beat_baseline=beat_baseline, group_gpus=group_gpus,
-                          scratch=scratch, interference_alpha=interference_alpha)
+                          scratch=scratch, interference_alpha=interference_alpha,
+                          interference_admit_risk=interference_admit_risk)
         if dask_scheduler:
             from training.dask_fit import connect
 

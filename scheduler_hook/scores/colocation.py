@@ -1,8 +1,11 @@
 """Colocation safety: predicted slowdown of the incoming pod beside each resident, and of each
 resident beside it. A pod's minimum speed (`foresight.io/min-speed`, or the older
-`foresight.io/slo-min-speed`) turns a pessimistic (p10) predicted speed under it into a hard
-violation - only with a fresh interference model. A shared GPU is asked in its node's sharing
-mode (GFD's `nvidia.com/gpu.sharing-strategy`: time-slicing or MPS divide a GPU differently).
+`foresight.io/slo-min-speed`) turns a pessimistic predicted speed under it into a hard
+violation - only with a fresh interference model. The pessimistic speed is the model's
+admission bound at that floor where it has one (calibrated to admit at most its `admit_risk` of
+unsafe placements: forecaster/interference/admission.py), its p10 otherwise. A shared GPU is
+asked in its node's sharing mode (GFD's `nvidia.com/gpu.sharing-strategy`: time-slicing or MPS
+divide a GPU differently).
 """
 from __future__ import annotations
 
@@ -30,19 +33,32 @@ class ColocationSafety:
         others = [names[c] for c in present]
         modes = s.sharing[r] if pod.fractional else np.full(ctx.n, "node", dtype=object)
         bounded = hasattr(model, "bounds")
+        admits = bool(getattr(model, "admits", False))
+        slo = s.res_slo[r]
         s_in = np.full(codes.shape, np.nan)
         s_res, lo_in, lo_res = s_in.copy(), s_in.copy(), s_in.copy()
+        u_in, u_res = s_in.copy(), s_in.copy()
         W = len(names)
         for mode in np.unique(modes):  # one mode per cluster, as a rule: one call
             rows = modes == mode
             tables = [model.speeds(pod.workload, others, mode)]
+            outs = [(s_in, s_res)]
             if bounded:
                 tables.append(model.bounds(pod.workload, others, mode))
-            for (a, b), (out_in, out_res) in zip(tables, ((s_in, s_res), (lo_in, lo_res))):
+                outs.append((lo_in, lo_res))
+            if admits:
+                tables.append(model.units(pod.workload, others, mode))
+                outs.append((u_in, u_res))
+            for (a, b), (out_in, out_res) in zip(tables, outs):
                 t_in, t_res = np.full(W, np.nan), np.full(W, np.nan)
                 t_in[present], t_res[present] = a, b
                 out_in[rows] = ctx.lookup(t_in, codes[rows], np.nan)
                 out_res[rows] = ctx.lookup(t_res, codes[rows], np.nan)
+            if admits:  # each side held to its own floor's admission bound
+                lo_in[rows] = model.admit_bound(mode, s_in[rows], u_in[rows], lo_in[rows],
+                                                pod.slo_min_speed)
+                lo_res[rows] = model.admit_bound(mode, s_res[rows], u_res[rows], lo_res[rows],
+                                                 slo[rows])
         if not bounded:  # a provider without p10: its point speeds are the bound
             lo_in, lo_res = s_in, s_res
         if pod.mig_count:  # beside other MIG slices: the model's "mig" pairs, not node-level
@@ -57,7 +73,6 @@ class ColocationSafety:
         worst = np.minimum(np.minimum(worst_in, worst_res), 1.0)
         floor = float(ctx.cfg.get("slowdown_floor", 0.5))
         value = np.clip((worst - floor) / (1.0 - floor), 0.0, 1.0)
-        slo = s.res_slo[r]
         broken_res = ((slo > 0) & (np.nan_to_num(lo_res, nan=1.0) < slo)).any(axis=1)
         low_in = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, lo_in, np.nan), axis=1),
                                nan=1.0)
@@ -71,7 +86,8 @@ class ColocationSafety:
 
         def why(j: int) -> str:
             who = "the pod" if broken_in[j] else "a resident"
-            return (f"minimum speed broken: p10 speed of {who} under its floor "
+            bound = "admission-bound" if admits else "p10"
+            return (f"minimum speed broken: {bound} speed of {who} under its floor "
                     f"({modes[j]} sharing)")
 
         return ComponentResult(value, reason, violation, why)

@@ -68,7 +68,8 @@ def fit(train: dict, cfg):
     from forecaster.interference.model import InterferenceModel
 
     m = InterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
-                          alpha=cfg.interference_alpha, seed=cfg.seed).fit(train["pairs"])
+                          alpha=cfg.interference_alpha,
+                          admit_risk=cfg.interference_admit_risk, seed=cfg.seed).fit(train["pairs"])
     m.train_speeds_ = _speeds(train["pairs"]).to_numpy()
     return m
 

@@ -269,15 +269,21 @@ NOTES = [
     "information in the fingerprints goes without any margin. `--alpha` sets the bound's "
     "level (0.1: the p10; 0.4: the p40), the safety trade-off a less pessimistic bound buys "
     "(interference_h200_pool_alpha04.md).",
-    "- Safety: admitted-unsafe stays low, but refused-safe stays far above 30 %: most refused "
-    "safe placements have a point prediction near the truth and a margin as wide as the line "
-    "under the safety table says, because rows that look like them (same fingerprint ranges) "
-    "are missed by that much one time in ten on unseen workloads. Part of it is the "
-    "measurement itself: see the line on pairs measured twice under the per-set table "
-    "(`--part pool`). One workload the fingerprints cannot place: `h2d_copy` (data/h200c) "
-    "reads 99.6 % GPU util with no SM activity, and costs its partners nothing in either "
-    "mode; the fields that would tell a copy-engine job (DCGM_FI_PROF_PCIE_TX_BYTES / "
-    "RX_BYTES) are not in the telemetry, so it is predicted as a hog.", ""]
+    "- `model (admission bound)` is what the extender does with a pod's "
+    "`foresight.io/min-speed`: it admits when point - q x the p10's learned scale clears the "
+    "floor, q calibrated per sharing mode and floor by conformal risk control on the training "
+    "folds' held-out rows so that at most 5 % of unsafe placements are admitted "
+    "(forecaster/interference/admission.py; `--admit-risk`). The p10 (`model (p10)`) is still "
+    "what the API publishes: it holds about 10 % of unseen speeds below it, and so admits far "
+    "fewer unsafe placements than any operator's risk and refuses most safe ones. Where the "
+    "trees serve without the structured part (the `plain` blend, chosen inside a fold when the "
+    "forms lose to trees without them), the learned scale now serves too (before: one margin "
+    "for every row).",
+    "- Part of the margin is the measurement itself: see the line on pairs measured twice "
+    "under the per-set table (`--part pool`). One workload the fingerprints cannot place: "
+    "`h2d_copy` (data/h200c) reads 99.6 % GPU util with no SM activity, and costs its partners "
+    "nothing in either mode; the fields that would tell a copy-engine job "
+    "(DCGM_FI_PROF_PCIE_TX_BYTES / RX_BYTES) are not in the telemetry, so it is predicted as a hog.", ""]
 
 
 def main() -> None:

@@ -5,9 +5,15 @@ many fractional and 1-GPU pods, some 2/4/8-GPU pods); about 60% of GPU milli is 
 """
 from __future__ import annotations
 
+import gc
+
 import numpy as np
 
+from scheduler_hook.config import load_config
 from scheduler_hook.fake_kube import make_node, make_pod
+from scheduler_hook.hook import ExtenderHook
+from scheduler_hook.providers import ProviderSet
+from scheduler_hook.state import ClusterState
 
 MODELS = [("NVIDIA-A100-SXM4-80GB", 81920), ("NVIDIA-V100-SXM2-32GB", 32768),
           ("NVIDIA-T4", 15360), ("NVIDIA-H100-80GB-HBM3", 81920)]
@@ -52,3 +58,14 @@ def synthetic_cluster(n_nodes: int = 5000, fill: float = 0.6, seed: int = 0
             ann["foresight.io/gpu-index"] = ",".join(map(str, slots))
             pods.append(pod)
     return nodes, pods
+
+
+def served_hook(nodes: list[dict], pods: list[dict]) -> tuple[ClusterState, ExtenderHook]:
+    """The cluster loaded into a ready state, collections frozen as `foresight serve` does
+    once the state is loaded, and an extender over it (shipped config, no models)."""
+    st = ClusterState()
+    st.replace_all(nodes, pods)
+    st.ready = True
+    gc.collect()
+    gc.freeze()
+    return st, ExtenderHook(st, ProviderSet(), load_config())

@@ -31,13 +31,9 @@ import numpy as np
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extender_cluster import shape_pod, synthetic_cluster  # noqa: E402
+from extender_cluster import served_hook, shape_pod, synthetic_cluster  # noqa: E402
 
-from scheduler_hook.config import load_config  # noqa: E402
-from scheduler_hook.hook import ExtenderHook  # noqa: E402
 from scheduler_hook.podspec import PodRequest  # noqa: E402
-from scheduler_hook.providers import ProviderSet  # noqa: E402
-from scheduler_hook.state import ClusterState  # noqa: E402
 from scheduler_hook.wire import ArgsParser  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,12 +50,7 @@ def bodies(names: list[str], n: int, seed: int) -> list[bytes]:
 
 
 def in_process(nodes: list[dict], pods: list[dict], n: int, seed: int) -> dict[str, float]:
-    st = ClusterState()
-    st.replace_all(nodes, pods)
-    st.ready = True
-    gc.collect()
-    gc.freeze()  # as `foresight serve` does once the state is loaded
-    hook = ExtenderHook(st, ProviderSet(), load_config())
+    st, hook = served_hook(nodes, pods)
     parse_args = ArgsParser()  # the server's parser: a repeated node list is not re-decoded
     names = st.all_names()
     hook.prioritize_json(parse_args(bodies(names, 1, seed + 99)[0]))  # render answer table once

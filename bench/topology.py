@@ -50,7 +50,9 @@ def run(a: argparse.Namespace) -> None:
                                    seed=seed, hold=a.hold, hold_pick=a.hold_pick,
                                    reserved=reserved, regrow=a.regrow,
                                    reserve_nodes=a.reserve_nodes, pack=a.pack,
-                                   elastic_wait=a.elastic_wait)
+                                   elastic_wait=a.elastic_wait, drain=a.drain,
+                                   pack_racks=a.pack_racks,
+                                   drain_hold_s=a.drain_hold_min * 60)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
                            spread_rack=a.spread_rack, spread_block=a.spread_block,
@@ -60,7 +62,10 @@ def run(a: argparse.Namespace) -> None:
                            regrow=a.regrow and pol == ELASTIC,
                            elastic_wait=a.elastic_wait and pol == ELASTIC,
                            reserve_nodes=a.reserve_nodes,
-                           pack=a.pack and pol.startswith("topology"))
+                           pack=a.pack and pol.startswith("topology"),
+                           drain=a.drain if pol == "topology" else 0,
+                           pack_racks=a.pack and a.pack_racks and pol.startswith("topology"),
+                           drain_hold_min=a.drain_hold_min)
                 record(row, RUNS)
     report()
 
@@ -83,7 +88,9 @@ def label(r: dict) -> str:
     if r.get("keep", "none") != "none":
         out += f" keep {r['keep']}"
     if r.get("pack"):
-        out += " pack"
+        out += " pack" + (" racks" if r.get("pack_racks") else "")
+    if r.get("drain"):
+        out += f" drain {r['drain']} (hold {r['drain_hold_min']:g} min)"
     if r.get("reserve_nodes"):
         out += " + node reservation"
     out += " waits" if r.get("elastic_wait") else ""
@@ -110,7 +117,7 @@ def report() -> None:
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
            "--seeds S --days 2 --load L --phase dev|final|elastic|elastic-dev [--policies P] "
            "[--hold K] [--hold-pick predicted|free|collect] [--keep none|flat|forecast] "
-           "[--regrow] [--pack] [--elastic-wait]`",
+           "[--regrow] [--pack] [--elastic-wait] [--pack-racks] [--drain K] [--drain-hold-min M]`",
            f"- report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
            "bench/results/topology_runs.jsonl; the runs (date, machine, arguments):"]
     out += [f"  - {d}: {m}; `{c}`" for d, m, c in runs]
@@ -129,7 +136,10 @@ def report() -> None:
             "grow when their rack has room; `pack`: pods of < 8 GPUs go first where their "
             "predicted end does not prolong how long an 8-GPU node stays taken; `waits`: "
             "elastic gangs wait for a whole rack as static ones do and start smaller only "
-            "where they would spread",
+            "where they would spread; `pack racks`: then on taken nodes of racks that no "
+            "4-pod gang fits in before the pod ends (long runners together); `drain K (hold M "
+            "min)`: the first K pending big jobs each drain the rack predicted to hold them "
+            "first (issue 28's plan per rack), pods of < 8 GPUs pending over M min not held off",
             "- times in minutes over the jobs arriving in the measured window; a job that never "
             "started counts with its wait until the window's end (a floor)", ""]
     for phase in ("dev", "final"):
@@ -154,8 +164,15 @@ def report() -> None:
             "same job's throughput with its workers on one server over its throughput with "
             "them spread over servers.", ""] + gavel_consolidation()
     notes = Path(__file__).with_name("topology_notes.md")
-    if notes.exists():
-        out.append(notes.read_text())
+    text = notes.read_text() if notes.exists() else ""
+    # the notes' lead (whatever comes before "## Readings": the latest try's summary) goes
+    # first, under the title; the rest after the tables
+    lead, sep, rest = text.partition("## Readings")
+    if lead.strip() and sep:
+        out[2:2] = [lead.strip(), ""]
+        text = sep + rest
+    if text:
+        out.append(text)
     (RESULTS / "topology.md").write_text("\n".join(out) + "\n")
 
 
@@ -254,6 +271,13 @@ def main() -> None:
     ap.add_argument("--elastic-wait", action="store_true",
                     help="elastic gangs wait for a whole rack like static ones and start "
                     "smaller only instead of spreading")
+    ap.add_argument("--pack-racks", action="store_true",
+                    help="with --pack: then taken nodes of racks no 4-pod gang fits in before "
+                    "the pod ends (long runners together)")
+    ap.add_argument("--drain", type=int, default=0,
+                    help="the first K pending big jobs each drain one rack (topology policy)")
+    ap.add_argument("--drain-hold-min", type=float, default=30.0,
+                    help="with --drain: pods of < 8 GPUs pending longer are not held off")
     ap.add_argument("--regrow", action="store_true",
                     help="elastic gangs started smaller grow when their rack has room")
     ap.add_argument("--phase", choices=("dev", "final", "elastic", "elastic-dev"),
@@ -262,6 +286,10 @@ def main() -> None:
                     help=f"among {', '.join(POLICIES)}, {ELASTIC}")
     ap.add_argument("--report-only", action="store_true")
     a = ap.parse_args()
+    if a.drain < 0 or a.drain_hold_min < 0 or (a.drain and a.hold):
+        sys.exit("error: --drain and --drain-hold-min must be >= 0, and --drain replaces --hold")
+    if a.pack_racks and not a.pack:
+        sys.exit("error: --pack-racks needs --pack")
     if a.reserve_nodes and a.keep == "none":
         sys.exit("error: --reserve-nodes needs the gang demand forecast: --keep flat|forecast")
     t = time.time()

@@ -7,7 +7,9 @@ bench/extender_latency.py, Scorer.decide per pod (filter and prioritize share it
 4. preferred-rack gang pods of 16 x 8 GPUs with run-time predictions: no rack holds one now,
    so each first pod reads the predicted departures (the "soon" path);
 5. plain pods with `topology.pack` (run-time predictions: where a pod's predicted end does
-   not prolong how long an 8-GPU node stays taken), interleaved against the component off.
+   not prolong how long an 8-GPU node stays taken), interleaved against the component off;
+6. the same with `topology.pack_level` (then taken nodes of racks no 4-pod gang fits in before
+   the pod ends: the per-rack time read from every row's predicted end), interleaved.
 Writes bench/results/topology_latency.md. Usage: nice .venv/bin/python bench/topology_latency.py
 """
 from __future__ import annotations
@@ -113,6 +115,8 @@ def main() -> None:
                  "s")
     cfg["topology"] = {**cfg["topology"], "pack": True}
     pack = interleaved(hook, st, names, on, off, "p")
+    cfg["topology"] = {**cfg["topology"], "pack_level": RACK}
+    racks = interleaved(hook, st, names, on, off, "q")
     rows = [("plain 1-/2-GPU pods, topology off", plain["off"]),
             ("plain 1-/2-GPU pods, topology on", plain["on"]),
             ("plain pods, topology off (keep run)", keep["off"]),
@@ -120,7 +124,9 @@ def main() -> None:
             ("required-rack gang pods, 4 x 8 GPUs", req),
             ("preferred-rack gang pods, 16 x 8 GPUs, run-time predictions (soon path)", pref),
             ("plain pods, topology off (pack run)", pack["off"]),
-            ("plain pods, topology on with pack (run-time predictions)", pack["on"])]
+            ("plain pods, topology on with pack (run-time predictions)", pack["on"]),
+            ("plain pods, topology off (pack_level run)", racks["off"]),
+            ("plain pods, topology on with pack and pack_level rack", racks["on"])]
     out = ["# Topology score: extender cost (issue 31)", "",
            "- command: `nice .venv/bin/python bench/topology_latency.py`",
            f"- machine: {machine()}",

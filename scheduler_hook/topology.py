@@ -266,7 +266,7 @@ def plan_gang(dom: Domains, level: str, slots: np.ndarray, gpus_total: np.ndarra
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$")
 _LABEL_PREFIX = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$")
 CONFIG_KEYS = {"levels", "default_level", "remember", "keep_level", "soon_s", "spread_slowdown",
-               "pack", "pack_gpus", "elastic_wait"}
+               "pack", "pack_gpus", "elastic_wait", "pack_level", "pack_gang_pods"}
 
 
 def label_key_error(key: Any) -> str:
@@ -311,7 +311,7 @@ def check_config(cfg: dict, where: str = "config") -> None:
     dup = sorted({lv for lv in levels if levels.count(lv) > 1})
     if dup:
         raise ForesightError(f"{where}: topology.levels lists {dup[0]!r} twice")
-    for k in ("default_level", "keep_level"):
+    for k in ("default_level", "keep_level", "pack_level"):
         if sec.get(k) is not None and label_key_error(sec[k]):
             raise ForesightError(f"{where}: topology.{k}: {label_key_error(sec[k])}")
     for k in ("pack", "elastic_wait"):
@@ -319,7 +319,7 @@ def check_config(cfg: dict, where: str = "config") -> None:
             raise ForesightError(f"{where}: topology.{k} must be true or false, got "
                                  f"{sec[k]!r}")
     for k, lo in (("remember", 1.0), ("soon_s", 0.0), ("spread_slowdown", 1.0),
-                  ("pack_gpus", 1.0)):
+                  ("pack_gpus", 1.0), ("pack_gang_pods", 1.0)):
         v = sec.get(k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
                               or not v >= lo):

@@ -207,3 +207,56 @@ def test_elastic_wait_waits_for_a_rack_that_frees_soon_and_starts_smaller_only_i
     late = run_topology(_nodes(), jobs, "topology-elastic", 0.0, 1e6, seed=seed,
                         runtime_p50=np.array([1e6, 1e6, 10000.0]), elastic_wait=True, **KW)
     assert late["start"][2] == 1.0 and late["size"][2] == 1 and late["spread"][2] == 0
+
+
+def test_domain_plan_drains_one_rack_per_job_the_one_that_frees_first():
+    from scheduler_hook.scores.drain import plan_domain_shadows
+    # rack 0: nodes free at 10 and 100; rack 1: at 20 and 30. A 2-pod gang: rack 1 holds it
+    # at 30 (rack 0 only at 100), although rack 0 has the single earliest node
+    t, codes = np.array([10.0, 100.0, 20.0, 30.0]), np.array([0, 0, 1, 1])
+    shadow, owner, chosen = plan_domain_shadows(t, codes, [2, 1])
+    assert chosen == [1, 0] and owner.tolist() == [1, -1, 0, 0]
+    assert shadow.tolist() == [10.0, np.inf, 30.0, 30.0]
+    # kept: the rack drained last stays while it can hold the gang, even if no longer first
+    _, owner, chosen = plan_domain_shadows(t, codes, [2], keep=[0])
+    assert chosen == [0] and owner.tolist() == [0, 0, -1, -1]
+    # a job no rack holds stops the plan: the one behind it drains nothing
+    shadow, owner, chosen = plan_domain_shadows(t, codes, [3, 1])
+    assert chosen == [] and (owner == -1).all() and np.isinf(shadow).all()
+
+
+def test_drain_keeps_a_small_pod_off_the_draining_rack_unless_held_past_the_bound():
+    # 2 racks of 2 nodes. Rack 0: n0 busy until t=100, n1 free; rack 1: n2 and n3 busy for
+    # days. A 2 x 8 gang arrives at t=1 and drains rack 0 (predicted whole at t=100); a long
+    # 1-GPU pod arriving at t=2 would take n1 (FGD's choice is the free node) and keep the
+    # gang out for its whole run. With drain it goes elsewhere (here: nowhere, it waits),
+    # unless it has waited longer than the hold bound (read at the next pass: a 10-s 1-GPU
+    # pod arriving at t=70, which may backfill: it ends before the gang's shadow time)
+    nodes = _nodes()
+    jobs = Jobs(np.array([0.0, 0.0, 0.0, 1.0, 2.0, 70.0]),
+                np.array([100.0, 1e6, 1e6, 1e5, 5e4, 10.0]),
+                np.array([1, 1, 1, 2, 1, 1]), np.array([8, 8, 8, 8, 1, 1]), np.full(6, 1000),
+                np.zeros(6, np.int64), np.zeros(6, np.int64), ("t",))
+    kw = dict(KW, rack_nodes=2, block_racks=2, runtime_p50=jobs.duration)
+    for seed in range(30):
+        plain = run_topology(nodes, jobs, "topology", 0.0, 1e7, seed=seed, **kw)
+        if plain["nodes"][0][0] // 2 != plain["nodes"][1][0] // 2 and \
+                plain["nodes"][1][0] // 2 == plain["nodes"][2][0] // 2:
+            break
+    else:
+        pytest.skip("no seed puts the short single alone in a rack")
+    free = [nd for nd in range(4) if nd // 2 == plain["nodes"][0][0] // 2
+            and nd != plain["nodes"][0][0]][0]
+    assert plain["start"][4] == 2.0 and plain["nodes"][4] == [free]  # FGD's choice
+    assert plain["start"][3] > 1e4  # the gang waits for the small pod (or spreads later)
+    drained = run_topology(nodes, jobs, "topology", 0.0, 1e7, seed=seed, drain=1,
+                           drain_hold_s=1e9, **kw)
+    assert drained["start"][3] == pytest.approx(100.0) and drained["spread"][3] == 0
+    assert drained["start"][4] >= drained["start"][3]  # kept off until the gang took the rack
+    # past the hold bound (60 s) the small pod is admitted on the drained rack
+    bound = run_topology(nodes, jobs, "topology", 0.0, 1e7, seed=seed, drain=1,
+                         drain_hold_s=60.0, **kw)
+    assert bound["start"][4] == pytest.approx(70.0) and bound["nodes"][4] == [free]
+    assert bound["start"][3] > 1e4
+    with pytest.raises(ValueError, match="replaces hold"):
+        run_topology(nodes, jobs, "topology", 0.0, 10.0, drain=1, hold=1, **kw)

@@ -149,6 +149,8 @@ def test_single_pods_keep_a_whole_rack_free_for_forecast_gangs():
     ({"levels": ["rack"], "pack": "yes"}, "topology.pack must be true or false"),
     ({"levels": ["rack"], "elastic_wait": 1}, "topology.elastic_wait must be true or false"),
     ({"levels": ["rack"], "pack_gpus": 0}, "topology.pack_gpus must be a number"),
+    ({"levels": ["rack"], "pack_level": "bad key!"}, "topology.pack_level"),
+    ({"levels": ["rack"], "pack_gang_pods": 0}, "topology.pack_gang_pods must be a number"),
 ])
 def test_bad_topology_config_is_a_one_line_error(tmp_path, topology, says):
     import yaml
@@ -181,6 +183,25 @@ def test_pack_tiers_keep_draining_gang_nodes_and_empty_ones_for_last():
     assert then.tolist() == [True, True, False, True]  # any taken node, never the empty one
 
 
+def test_pack_tiers_by_rack_put_long_runs_in_racks_no_gang_gets_before_they_end():
+    # rack 0: two gang nodes taken until 50 and 60 s (a 2-pod gang fits at 60 s); rack 1: two
+    # taken until 50 s and 500 s (a 2-pod gang only at 500 s). A pod ending at 100 s
+    # prolongs any of the 50/60 s nodes, but in rack 1 not the time a gang fits there
+    free_at = np.array([50.0, 60.0, 50.0, 500.0])
+    empty = np.zeros(4, bool)
+    gang_node = np.ones(4, bool)
+    codes = np.array([0, 0, 1, 1])
+    first, late, then = pack_tiers(free_at, empty, gang_node, 100.0, codes, gang_pods=2)
+    assert first.tolist() == [False, False, False, True]
+    assert late.tolist() == [False, False, True, True]
+    assert then.tolist() == [True] * 4
+    # an empty node counts as free now: rack 1 with an empty node and one free at 50 s holds
+    # the gang before the pod ends: not late
+    _, late, _ = pack_tiers(np.array([50.0, 60.0, -np.inf, 50.0]), np.array([0, 0, 1, 0], bool),
+                            gang_node, 100.0, codes, gang_pods=2)
+    assert late.tolist() == [False, False, False, False]
+
+
 def test_pack_sends_a_long_single_pod_where_it_does_not_keep_a_draining_node_taken():
     # a0 runs a pod predicted to end in days, b0 one predicted to end in 5 min; a1, b1 empty.
     # A 1-GPU pod predicted to run 10 h goes to a0 first (taken past its end anyway), b0 next
@@ -205,6 +226,24 @@ def test_pack_sends_a_long_single_pod_where_it_does_not_keep_a_draining_node_tak
     assert value["a0"] == value["b0"] > value["a1"]
     # an 8-GPU pod is not packed (it takes a gang-capable node whole)
     assert len(set(_topology_values(hook, make_pod("one", gpus=8))[0].values())) == 1
+
+
+def test_pack_level_gathers_a_long_pod_in_the_rack_no_gang_gets_before_it_ends():
+    # rack a: a0 frees in 5 min, a1 in days (no 2-pod gang there before the 10-h pod ends);
+    # rack b: both nodes free in 5 min. Rows alone: a0, b0, b1 alike (each would stay taken
+    # longer). With pack_level a0 comes before b0 / b1: the pod does not delay rack a's gang
+    st = _state({"a0": ("short", 4), "a1": ("long", 4), "b0": ("short", 4), "b1": ("short", 4)})
+    providers = ProviderSet()
+    providers.set("runtime", Runtime({"long": 5e5, "short": 600.0, "one": 36000.0}))
+    cfg = load_config()
+    cfg["topology"] = {**cfg["topology"], "pack": True}
+    single = make_pod("one", gpus=1)
+    plain, _ = _topology_values(ExtenderHook(st, providers, cfg), single)
+    assert plain["a1"] > plain["a0"] == plain["b0"] == plain["b1"]
+    cfg["topology"] = {**cfg["topology"], "pack_level": RACK, "pack_gang_pods": 2}
+    value, why = _topology_values(ExtenderHook(st, providers, cfg), single)
+    assert value["a1"] > value["a0"] > value["b0"] == value["b1"]
+    assert "holds no gang before" in why["a0"] and "would keep it from a gang" in why["b0"]
 
 
 def test_row_free_at_follows_bindings_and_departures_row_by_row():

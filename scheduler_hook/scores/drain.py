@@ -88,6 +88,56 @@ def plan_shadows(drain_t: np.ndarray, pending_pods: list[int], forecast_nodes: f
     return shadow, owner
 
 
+def domain_ready(drain_t: np.ndarray, codes: np.ndarray, pods: int
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per domain, when ``pods`` of its nodes are predicted to hold the big shape: the
+    ``pods``-th earliest ``drain_t`` of its nodes (+inf: too few). ``codes`` (n,) the domain
+    per node (-1: none). Also returns the nodes in (domain, drain time) order and each
+    domain's first position in it, to pick the nodes."""
+    t = np.where(np.asarray(codes) >= 0, np.asarray(drain_t, float), np.inf)
+    codes = np.maximum(np.asarray(codes), 0)
+    k = int(codes.max()) + 1 if len(codes) else 0
+    order = np.lexsort((t, codes))
+    ts, cs = t[order], codes[order]
+    count = np.bincount(cs[np.isfinite(ts)], minlength=k)
+    first = np.searchsorted(cs, np.arange(k))
+    at = np.full(k, np.inf)
+    ok = np.flatnonzero(count >= pods)
+    at[ok] = ts[first[ok] + pods - 1]
+    return at, order, first
+
+
+def plan_domain_shadows(drain_t: np.ndarray, codes: np.ndarray, pending_pods: list[int],
+                        keep: list[int] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """``plan_shadows`` per domain (issue 31): each pending big job, in queue order, drains
+    the nodes of *one* domain (rack) for all its pods: the domain whose ``pods``-th earliest
+    drain time among nodes not drained for a job ahead is earliest (a gang spread over
+    domains runs slower, so draining nodes anywhere would not serve it). ``codes`` (n,) the
+    domain per node (-1: none); ``keep`` per job the domain it drained last (-1: none), kept
+    while it can still hold the job, so that the drained rack does not move each pass.
+
+    Returns (shadow per node, owner job index per node (-1: none), domain chosen per planned
+    job). Stops at the first job no domain can hold (as ``plan_shadows``: later jobs would
+    otherwise jump it)."""
+    t = np.where(np.asarray(codes) >= 0, np.asarray(drain_t, float), np.inf)
+    shadow = np.full(len(t), np.inf)
+    owner = np.full(len(t), -1, np.int64)
+    chosen: list[int] = []
+    for job, pods in enumerate(pending_pods):
+        at, order, first = domain_ready(t, codes, pods)
+        d = keep[job] if keep is not None and job < len(keep) else -1
+        if not (0 <= d < len(at) and np.isfinite(at[d])):
+            d = int(np.argmin(at)) if len(at) else -1
+        if d < 0 or not np.isfinite(at[d]):
+            break
+        take = order[first[d]:first[d] + pods]
+        shadow[take], owner[take] = at[d], job
+        t[take] = np.inf
+        chosen.append(d)
+    return shadow, owner, chosen
+
+
 def may_backfill(shadow: np.ndarray, now: float, runtime_s: float | None) -> np.ndarray:
     """(n,) bool: a pod predicted to run ``runtime_s`` (None: unknown) may go on each node:
     the node is not drained, or the pod is predicted to end by the node's shadow time."""

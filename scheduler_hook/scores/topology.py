@@ -9,7 +9,10 @@ forecast gang demand; null: none kept), `pack` / `pack_gpus` (pods in no gang wi
 than `pack_gpus` go first where their predicted end does not prolong how long a node that can
 hold a gang pod stays taken; off by default; `keep_level` wins when both are set),
 `elastic_wait` (an elastic preferred gang goes whole to a domain predicted departures free soon
-rather than smaller to one that holds part of it now; off by default).
+rather than smaller to one that holds part of it now; off by default), `pack_level` (with
+`pack`: after those rows, taken gang-capable rows whose domain of this level cannot hold a
+`pack_gang_pods` gang (4) before the pod's predicted end anyway: long runs gather in domains
+already lost to gangs; null by default: rows only).
 
 The first pod of a gang goes to the smallest domain (the asked level, or a level nested in it)
 that can take the whole gang now; with a preferred level and no such domain, to the smallest
@@ -263,9 +266,20 @@ class TopologyGang:
         free_at = prospect.row_free_at(st, ctx.providers.fresh("runtime"), now)
         empty = ~np.any(st.usable & (st.free_milli < 1000), axis=1)
         gang_node = np.count_nonzero(st.usable, axis=1) >= big
-        first, then = prospect.pack_tiers(free_at, empty, gang_node, now + float(run))
+        args = ctx.cfg.get("topology") or {}
+        level, codes = args.get("pack_level"), None
+        if level:
+            levels = topo.levels_of(ctx.cfg)
+            dom = topo.state_domains(st, levels if level in levels else (*levels, level))
+            codes = dom.codes.get(level)
+        if codes is not None:
+            first, late, then = prospect.pack_tiers(free_at, empty, gang_node, now + float(run),
+                                                    codes, int(args.get("pack_gang_pods", 4)))
+        else:
+            first, then = prospect.pack_tiers(free_at, empty, gang_node, now + float(run))
+            late = first
         rows = ctx.rows
-        value = np.where(first, 1.0, np.where(then, 0.5, 0.0))[rows]
+        value = np.where(first, 1.0, np.where(late, 0.75, np.where(then, 0.5, 0.0)))[rows]
         end_min = float(run) / 60
 
         def reason(j: int) -> str:
@@ -275,6 +289,9 @@ class TopologyGang:
             if first[r]:
                 return (f"taken until {(free_at[r] - now) / 60:.0f} min from now anyway: the "
                         f"pod's predicted {end_min:.0f} min do not keep it from a gang longer")
+            if late[r]:
+                return (f"its {str(level).rsplit('/', 1)[-1]} holds no gang before the pod's "
+                        f"predicted {end_min:.0f} min end anyway: long runs gather there")
             if then[r]:
                 return (f"frees in {(free_at[r] - now) / 60:.0f} min; the pod's predicted "
                         f"{end_min:.0f} min would keep it from a gang longer")

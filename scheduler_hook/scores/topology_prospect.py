@@ -96,8 +96,9 @@ def keep_free(codes: np.ndarray, whole_free: np.ndarray, total: np.ndarray, rese
     return kept, np.where(m, share[np.maximum(codes, 0)], 0.0), int(kept_dom.sum())
 
 
-def pack_tiers(free_at: np.ndarray, empty: np.ndarray, gang_node: np.ndarray, end: float
-               ) -> tuple[np.ndarray, np.ndarray]:
+def pack_tiers(free_at: np.ndarray, empty: np.ndarray, gang_node: np.ndarray, end: float,
+               codes: np.ndarray | None = None, gang_pods: int = 4
+               ) -> tuple[np.ndarray, ...]:
     """Node masks a pod in no gang tries in turn, so that gang-capable nodes free up together.
 
     ``free_at`` (rows,) predicted time each row's last pod ends; ``empty`` rows with nothing
@@ -105,7 +106,22 @@ def pack_tiers(free_at: np.ndarray, empty: np.ndarray, gang_node: np.ndarray, en
     end. First: rows no gang pod fits, and gang-capable rows already taken until at least
     ``end`` (the pod does not prolong how long they stay taken: a small pod with a long run on
     a node about to drain keeps it from a gang for that whole run). Then: any row already
-    taken. Empty gang-capable rows come last (the caller's own fallback)."""
+    taken. Empty gang-capable rows come last (the caller's own fallback).
+
+    With ``codes`` (rows,) the domain (rack) per row, -1: none ("long-runners together"):
+    between the two, taken gang-capable rows of domains that cannot hold a ``gang_pods``
+    gang before ``end`` anyway (scores.drain.domain_ready): the pod may prolong its row, but
+    not the time its domain holds a gang, so long runs gather in domains already lost to
+    gangs and leave the others to drain."""
     taken = ~np.asarray(empty, bool)
     small = ~np.asarray(gang_node, bool)
-    return small | (taken & (np.asarray(free_at, float) >= end)), small | taken
+    free_at = np.asarray(free_at, float)
+    first = small | (taken & (free_at >= end))
+    if codes is None:
+        return first, small | taken
+    from scheduler_hook.scores.drain import domain_ready
+
+    t = np.where(gang_node, np.where(taken, np.maximum(free_at, -1e18), -1e18), np.inf)
+    at = domain_ready(t, codes, gang_pods)[0]
+    late = (np.asarray(codes) >= 0) & (at[np.maximum(codes, 0)] >= end)
+    return first, first | (taken & late), small | taken

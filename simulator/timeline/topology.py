@@ -45,7 +45,7 @@ import time
 
 import numpy as np
 
-from scheduler_hook.scores.drain import effective_end
+from scheduler_hook.scores.drain import MAX_HOLD_S, plan_domain_shadows
 from scheduler_hook.scores.reservation import held_too_long
 from scheduler_hook.scores.topology_prospect import keep_free, pack_tiers
 from scheduler_hook.topology import HOSTNAME, encode
@@ -54,6 +54,7 @@ from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
 from simulator.timeline.reserve import ReservationGate
+from simulator.timeline.topology_ends import NodeEnds
 from simulator.timeline.topology_metrics import big_work_gpu_h, summarize
 from simulator.timeline.workload import Jobs
 
@@ -75,7 +76,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  seed: int = 0, wait_share: float = 1.0, keep_racks: bool = True,
                  hold: int = 0, hold_pick: str = "predicted", reserved=None,
                  regrow: bool = False, reserve_nodes: bool = False, pack: bool = False,
-                 elastic_wait: bool = False) -> dict:
+                 elastic_wait: bool = False, pack_racks: bool = False, drain: int = 0,
+                 drain_hold_s: float = MAX_HOLD_S) -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
@@ -92,8 +94,15 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     the reservation's hold bound (300 s) are held off neither racks nor nodes; ``pack``
     (topology policies): a pod of < 8 GPUs goes first where it does not prolong how long an
     8-GPU node stays taken (scores.topology_prospect.pack_tiers, by predicted run times);
+    ``pack_racks`` (with pack): then on taken nodes of racks that cannot hold a 4-pod gang
+    before it ends anyway (long runners together, so that the other racks drain);
     ``elastic_wait``: an elastic gang waits for a whole rack as a static one does and starts
-    smaller only where it would spread."""
+    smaller only where it would spread; ``drain`` (topology policies): the first ``drain``
+    pending big jobs (gangs and 8-GPU pods, queue order) each drain one rack, the one their
+    shape is predicted to free first in (issue 28's plan per domain, predicted ends read as
+    issue 28 reads overdue ones: scores.drain.plan_domain_shadows); other jobs take a drained
+    node only if predicted to end by its shadow time, and pods of < 8 GPUs pending longer than
+    ``drain_hold_s`` are not held."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -101,6 +110,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     policy = "topology" if elastic else policy
     if policy == "topology" and runtime_p50 is None:
         raise ValueError("the topology policy needs predicted run times")
+    if drain and (hold or policy != "topology"):
+        raise ValueError("drain is a topology policy rule and replaces hold")
     wall = time.perf_counter()
     dom = openb_levels(nodes, rack_nodes, block_racks)
     rack, block = dom.codes[RACK], dom.codes[BLOCK]
@@ -130,29 +141,41 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pred = np.where(np.isfinite(pred), pred, jobs.duration)
     held_by = np.full(len(nodes), -1)  # the gang a node is held for, -1: none
     held_t = np.zeros(len(nodes))  # when that gang is predicted to start there
+    held_rank = np.full(len(nodes), np.inf)  # drain: queue rank of the job a node is held for
+    rank: dict[int, int] = {}  # drain: the planned jobs' queue ranks
+    drained: dict[int, int] = {}  # drain: the rack each planned job drained last
     holds: dict[int, int] = {}  # gang -> the rack it holds, until it starts (EASY backfill)
-    on_node: dict[int, set[int]] = {}  # pack: the jobs on each node, for its predicted end
-    res_end = np.full(len(nodes), -np.inf)  # pack: the latest predicted end of its jobs
-    res_start = np.full(len(nodes), np.inf)  # and the earliest start (overdue ends)
+    ends = NodeEnds(len(nodes))  # pack, drain: each node's predicted end
     gang_node = nodes.gpus >= 8
 
     def occupy(j: int, nds: list[int], now: float) -> None:
-        for nd in nds:
-            on_node.setdefault(nd, set()).add(j)
-            res_end[nd] = max(res_end[nd], now + pred[j] * run[j] / jobs.duration[j])
-            res_start[nd] = min(res_start[nd], now)
-
-    def vacate(j: int, nds: list[int]) -> None:
-        for nd in set(nds):
-            left = on_node.get(nd, set())
-            left.discard(j)
-            ends = [start[k] + pred[k] * run[k] / jobs.duration[k] for k in left]
-            res_end[nd] = max(ends, default=-np.inf)
-            res_start[nd] = min((start[k] for k in left), default=np.inf)
+        ends.occupy(j, nds, now, now + pred[j] * run[j] / jobs.duration[j])
 
     def free_for(j: int, now: float) -> np.ndarray:
-        """Nodes job j may take: not held, held for it, or it ends before the holder starts."""
-        return (held_by < 0) | (held_by == j) | (now + pred[j] <= held_t)
+        """Nodes job j may take: not held, held for it or a job behind it (drain), or it ends
+        before the holder starts; a small pod pending past the drain's hold bound: any."""
+        if drain and jobs.gpus[j] < 8 and held_too_long(now - float(jobs.arrival[j]),
+                                                        drain_hold_s):
+            return np.ones(len(nodes), bool)
+        return (held_by < 0) | (held_by == j) | (now + pred[j] <= held_t) | \
+            (rank.get(j, np.inf) < held_rank)
+
+    def drain_plan(now: float) -> None:
+        """Hold the racks the first ``drain`` pending big jobs drain (see the doc)."""
+        big = [h for k, hp in pending.items() if hp and (k[2] > 1 or k[0] >= 8)
+               for h in heapq.nsmallest(drain, hp)]
+        queue = [h[2] for h in sorted(big)[:drain]]
+        t = np.where(gang_node, np.where(c.whole >= 8, now,
+                                         np.maximum(ends.effective(now), now)), np.inf)
+        shadow, owner, chosen = plan_domain_shadows(
+            t, rack, [int(jobs.pods[j]) for j in queue], [drained.get(j, -1) for j in queue])
+        ids = np.asarray(queue + [-1])
+        held_by[:], held_t[:] = ids[owner], shadow
+        held_rank[:] = np.where(owner >= 0, owner, np.inf)
+        rank.clear()
+        rank.update({j: i for i, j in enumerate(queue)})
+        drained.clear()
+        drained.update(zip(queue, chosen))
 
     def place(j: int, count: int, allowed: np.ndarray | None, now: float = 0.0
               ) -> list | None:
@@ -274,8 +297,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             bases.append(rcap[rack] < 4 if away is None else (rcap[rack] < 4) & away)
         tiers: tuple = ()
         if pack and g < 8:  # where it does not keep an 8-GPU node taken longer, first
-            tiers = pack_tiers(effective_end(res_end, res_start, now), c.empty(), gang_node,
-                               now + float(pred[j]))
+            tiers = pack_tiers(ends.effective(now), c.empty(), gang_node,
+                               now + float(pred[j]), rack if pack_racks else None)
         fits = ((c.maxfree >= m) if m < MILLI else (c.whole >= g)) & free_for(j, now)
         for base in [*bases, away]:
             for tier in (*tiers, None):
@@ -302,7 +325,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             node_end[nd] = max(node_end[nd], end_pred)
         heapq.heappush(departures, (now + run[j], j))
         end_at[j], size0[j] = now + run[j], size[j]
-        if pack:
+        if pack or drain:
             occupy(j, nodes_of[j], now)
         if regrow and size[j] < jobs.pods[j]:
             growing[j] = [now, float(size[j] * run[j])]
@@ -322,7 +345,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             size[j] += k
             where[j] += pl
             nodes_of[j] += [nd for nd, _ in pl]
-            if pack:
+            if pack or drain:
                 occupy(j, [nd for nd, _ in pl], now)
             end_at[j] = now + left / size[j]
             run[j] = end_at[j] - start[j]
@@ -337,6 +360,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         held_by[:] = -1  # the holds' predicted start times are refreshed each pass
         for j in list(holds):
             hold_rack(j, now)
+        if drain:
+            drain_plan(now)
         while True:
             heads = sorted((h[0], k) for k, h in pending.items() if h and k not in failed)
             if not heads:
@@ -351,6 +376,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                     continue
                 heapq.heappop(pending[k])
                 start_job(j, now, pl)
+                if drain and (k[2] > 1 or k[0] >= 8):
+                    drain_plan(now)  # a big job left the queue: the next one drains
                 break
         if growing:
             grow(now)
@@ -372,8 +399,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             if t != end_at[j]:
                 continue  # an elastic gang that grew since: it leaves later
             growing.pop(j, None)
-            if pack:
-                vacate(j, nodes_of[j])
+            if pack or drain:
+                ends.vacate(j, nodes_of[j])
             g, m = int(jobs.gpus[j]), int(jobs.milli[j])
             for nd, slots in where.pop(j):
                 c.release(nd, slots, g, m)

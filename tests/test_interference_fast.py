@@ -41,7 +41,15 @@ def _reference(m: InterferenceModel, pairs: pd.DataFrame) -> tuple[np.ndarray, p
                              prior + (trees if m.blend_ == "residual" else 0))
     point = np.clip(point, 0.01, m.cap_)
     low = point - m.offset_ * margin_scale(point)
-    if prior is not None and m.band_offsets_:
+    mode = directed(v)["sharing"].to_numpy() if "sharing" in v else np.full(len(X), "")
+    if prior is None and m.blend_ == "plain" and m.mechanism_ is not None:
+        # trees serve alone: the learned scale still covers the modes the forms cover
+        prior = np.where(np.isin(mode, m.mechanism_.modes_), 0.0, np.nan)
+    if prior is not None and m.scale_ is not None:
+        q = np.array([m.scale_q_mode_.get(x, m.scale_q_) for x in mode])
+        unit = np.maximum(m.scale_.predict(np.column_stack([X, point])), 0.02)
+        low = np.where(np.isnan(prior), low, point - q * unit)
+    elif prior is not None and m.band_offsets_:
         band = np.searchsorted([0.5, 0.85], point, side="right")
         q = np.array([m.band_offsets_.get(str(b), m.band_offsets_[""]) for b in band])
         low = np.where(np.isnan(prior), low, point - q)

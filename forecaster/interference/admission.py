@@ -78,3 +78,13 @@ def q_at(table: dict[str, float], floors: np.ndarray) -> np.ndarray:
     hi = np.clip(np.searchsorted(f, floors, side="left"), 0, len(f) - 1)
     lo = np.clip(np.searchsorted(f, floors, side="right") - 1, 0, len(f) - 1)
     return np.maximum(q[lo], q[hi])
+
+
+def bound_at(table: dict[str, float], point: np.ndarray, unit: np.ndarray, p10: np.ndarray,
+             floor: float | np.ndarray) -> np.ndarray:
+    """What a minimum speed `floor` is held to: point - q * unit, q from one mode's table at
+    that floor; the p10 where there is no q or no unit."""
+    point, unit, p10 = (np.asarray(a, float) for a in (point, unit, p10))
+    q = q_at(table, np.broadcast_to(np.asarray(floor, float), point.shape))
+    bound = np.minimum(np.clip(point - np.nan_to_num(q) * np.nan_to_num(unit), 0.0, 2.0), point)
+    return np.where(np.isnan(q) | np.isnan(unit), p10, bound)

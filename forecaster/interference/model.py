@@ -22,25 +22,19 @@ import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
 from ground.errors import ForesightError
-from forecaster.interference.admission import admission_table, q_at
+from forecaster.interference.admission import admission_table, bound_at
 from forecaster.interference.artifact import load_model, save_model
 from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal, fit_scale,
                                                 margin_scale, scaled_margin)
 from forecaster.interference.features import (directed, numeric_features, pair_columns,
                                                side_features)
 from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,
-                                              out_of_fold_identity, workload_groups)
+                                              calibration_groups, out_of_fold_identity)
 from forecaster.interference.mechanism import SharingMechanism
 from forecaster.interference.solo import fill_solo, solo_table
 
 _CATEGORICAL = ["gpu_model", "sharing"]
 _ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1, "mech_speed": 1}
-#: Single-workload calibration groups up to this many workloads, _MANY_GROUPS beyond: each
-#: inner model then sees 5/6 of the workloads (with 3 groups its held-out errors overstated the
-#: served model's: 6.4 % of unseen workloads' speeds fell below the p10 on the four H200 dev
-#: sets, 9.3 % with 6; bench/interference_h200.py)
-_MAX_SINGLE_GROUPS = 8
-_MANY_GROUPS = 6
 
 
 class InterferenceModel:
@@ -131,24 +125,6 @@ class InterferenceModel:
     def _encoder(self) -> IdentityEncoder:
         return IdentityEncoder(seed=self.seed)
 
-    def _calibration_groups(self, d: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, int]:
-        """Calibration group of each directed row's self and partner side, and their count.
-
-        By workload: one group per workload when there are few (a score then comes from a
-        model that never saw that workload, as at prediction time), _MANY_GROUPS otherwise
-        (every group costs a fit). Without workload names, by pair.
-        """
-        if self.identity_:
-            names = np.concatenate([d["self_workload"], d["partner_workload"]])
-            n_w = len(set(names))
-            k = n_w if n_w <= _MAX_SINGLE_GROUPS else _MANY_GROUPS
-            groups = workload_groups(names, k, self.seed + 1)
-            return (d["self_workload"].map(groups).to_numpy(),
-                    d["partner_workload"].map(groups).to_numpy(), k)
-        g = (pd.util.hash_pandas_object(d["pair_id"], index=False).to_numpy()
-             % np.uint64(3)).astype(int)
-        return g, g, 3
-
     def _fit_p10(self, d: pd.DataFrame, X: pd.DataFrame, y: np.ndarray,
                  rows: np.ndarray) -> None:
         """Cross-conformal margin, grouped by workload (see margin_scale for the score).
@@ -158,7 +134,7 @@ class InterferenceModel:
         capacity, a fraction of the cost) and scores the rows that touch k, their identity encodings computed
         without k. The pooled scores' (1 - alpha) conformal quantile is the margin.
         """
-        gs, gp, k = self._calibration_groups(d)
+        gs, gp, k = calibration_groups(d, self.identity_, self.seed)
         rounds = max(20, self.n_estimators // 3)
         # "intermediate" monotone constraints: ~30% cheaper per round than the point model's
         # "advanced", and these fits only estimate the size of held-out errors
@@ -359,15 +335,8 @@ class InterferenceModel:
 
     def admit_bound(self, sharing: str, point: np.ndarray, unit: np.ndarray, p10: np.ndarray,
                     floor: float | np.ndarray) -> np.ndarray:
-        """The speed a minimum speed `floor` is held to (admission.py): point - q * unit, q
-        calibrated for the mode and floor to admit at most `admit_risk` of unsafe placements;
-        the p10 where the model has no such q or no unit."""
-        point, unit, p10 = (np.asarray(a, float) for a in (point, unit, p10))
-        q = q_at(getattr(self, "admit_q_", {}).get(sharing, {}),
-                 np.broadcast_to(np.asarray(floor, float), point.shape))
-        bound = np.minimum(np.clip(point - np.nan_to_num(q) * np.nan_to_num(unit), 0.0, 2.0),
-                           point)
-        return np.where(np.isnan(q) | np.isnan(unit), p10, bound)
+        """The speed a minimum speed `floor` is held to (admission.bound_at)."""
+        return bound_at(getattr(self, "admit_q_", {}).get(sharing, {}), point, unit, p10, floor)
 
     def predict_matrix(self, pairs: pd.DataFrame) -> np.ndarray:
         """The directed feature matrix (rows: a slowed by b, then b slowed by a; columns:

@@ -6,23 +6,25 @@ nothing pending fits (backfill: a blocked job does not stop later ones). A gang 
 all-or-nothing; with ``gang=False`` its pods are placed one by one as they fit and hold their
 GPUs until the last one starts (the job runs from then), which can deadlock two gangs: a
 partial gang waiting more than ``gang_timeout_s`` gives its GPUs back and queues again.
-A pass checks fits from per-node aggregates (free whole GPUs, largest free share), so a long
-queue costs O(shapes) per event, not O(jobs).
+A pass checks fits from per-node aggregates (free whole GPUs, largest free share;
+simulator.timeline.pass_aggregates), so a long queue costs O(shapes) per event, not O(jobs).
+Which jobs waited blocked in fragments or held is simulator.timeline.blocked.
 """
 from __future__ import annotations
 
-import bisect
 import heapq
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from simulator.replay.data import Nodes
-from simulator.timeline.cluster import TimelineCluster
-from simulator.timeline.policies import Placer, trace_of
 from scheduler_hook.scores.reservation import MAX_HOLD_S, held_too_long
+from simulator.replay.data import Nodes
+from simulator.timeline.blocked import BlockedLog
+from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.drain import DrainGate
+from simulator.timeline.pass_aggregates import PassAggregates
+from simulator.timeline.policies import Placer, trace_of
 from simulator.timeline.reserve import NCLASS, ReservationGate, hold_bounds, runtime_class
 from simulator.timeline.workload import Jobs
 
@@ -96,17 +98,13 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     aged_jobs: list[tuple[int, bool]] = []  # (job, took a node its class was held off)
     n = len(jobs)
     start = np.full(n, np.nan)
-    frag = np.zeros(n, bool)
-    held = np.zeros(n, bool)
     where: dict[int, list[tuple[int, list[int]]]] = {}
     pending: dict[tuple, list] = {}  # shape key -> heap of (-priority, pod rank, job)
-    blocked_at: dict[tuple, list[float]] = {}  # shape key -> times a pass found it in fragments
-    held_at: dict[tuple, list[float]] = {}
-    state: dict[tuple, int] = {}  # last pass outcome per key: 0 fits, 1 fragments, 2 held
+    blocked = BlockedLog(n)  # the shapes and jobs a pass found blocked in fragments, or held
     departures: list[tuple[float, int]] = []
     wakes: list[tuple[float, int]] = []  # (arrival + hold bound, job): a pass when it ages
     gangs = _Gangs()
-    counters = {"frag_events": 0, "deadlocks": 0, "restarts": 0}
+    counters = {"deadlocks": 0, "restarts": 0}
     in_deadlock = False
     big_nodes = c.nodes.gpus >= 8
     samples: dict[str, list[float]] = {k: [] for k in ("t", "alloc", "queue", "queue_gpus",
@@ -126,63 +124,6 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         # without gang semantics pods of gangs queued together interleave (pod 0 of each, then
         # pod 1, ...), as pods created by several gang controllers at once reach the queue
         heapq.heappush(pending.setdefault(k, []), (-int(jobs.priority[j]), rank, j))
-
-    class _Agg:
-        """Aggregates over every node and over the nodes held-off pods may use, on demand."""
-
-        def __init__(self) -> None:
-            self._every = None
-            self._held = None
-            self._cls: dict[int, tuple] = {}
-            self._aged = None
-
-        def aged(self):  # (aggregates, mask) for a pod past its hold bound
-            if drain is None or protect_jobs <= 0:
-                return self.every, None
-            if self._aged is None:
-                mask, off = drain.head_off(protect_jobs)
-                self._aged = (c.aggregates_excluding(off, None), mask)
-            return self._aged
-
-        @property
-        def every(self):
-            if self._every is None:
-                self._every = c.aggregates()
-            return self._every
-
-        def held(self):
-            if self._held is None:
-                mask = gate.allowed(1, False)
-                self._held = (c.aggregates_excluding(*gate.held_off(1, False)), mask)
-            return self._held
-
-        def by_class(self, b: int):
-            if b < 0 or b >= NCLASS:  # no backfill, or never lent: the strict rule
-                return self.held()
-            if b not in self._cls:
-                mask, off, key = gate.class_off(b)
-                self._cls[b] = (c.aggregates_excluding(off, key), mask)
-            return self._cls[b]
-
-        def for_key(self, k: tuple, top: int | None = None):
-            if drain is not None and k[3] and top is not None:  # EASY: not an earlier
-                return self.big(top)[0]  # big job's drained nodes, unless done in time
-            return self.every if gate is None or k[3] else self.by_class(k[4])[0]
-
-        def big(self, j: int):
-            if ("big", j) not in self._cls:
-                mask, off = drain.big_off(j)
-                self._cls["big", j] = (c.aggregates_excluding(off), mask)
-            return self._cls["big", j]
-
-        def mask(self, j: int, now: float | None = None):
-            if drain is not None and exempt[j]:
-                return self.big(j)[1]
-            if gate is None or exempt[j]:
-                return None
-            if now is not None and aged(j, now):
-                return self.aged()[1]
-            return self.by_class(int(rclass[j]) if rclass is not None else -1)[1]
 
     def release_pods(pl: list[tuple[int, list[int]]], g: int, m: int) -> None:
         for node, slots in pl:
@@ -209,6 +150,9 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         """Pending longer than the hold bound: no longer held off reserved nodes."""
         return hold_j[j] > 0 and held_too_long(now - jobs.arrival[j], hold_j[j])
 
+    def pass_aggregates() -> PassAggregates:  # a placement changes them: new each time
+        return PassAggregates(c, gate, drain, protect_jobs, exempt, rclass, aged)
+
     def fits(k: tuple, agg, top: int | None = None, now: float = 0.0) -> bool:
         a = agg.aged()[0] if top is not None and aged(top, now) else agg.for_key(k, top)
         return a.fits(k[0], k[1], k[2])
@@ -233,7 +177,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def schedule(now: float) -> None:
         if gate is not None:
             gate.now = now
-        agg = _Agg()
+        agg = pass_aggregates()
         while True:
             best = None
             for k, heap in pending.items():
@@ -265,37 +209,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 if len(gangs.placed[j]) == jobs.pods[j]:
                     gangs.since.pop(j)
                     start_job(j, now, gangs.placed.pop(j))
-            agg = _Agg()
-        record_blocked(now, agg)
-
-    def record_blocked(now: float, agg) -> None:
-        every = None
-        for k, heap in pending.items():
-            if not heap:
-                state.pop(k, None)
-                continue
-            g, m, pods = k[:3]
-            every = every or agg.every
-            if every.fits(g, m, pods):
-                s = 2  # fits but for the reservation
-            elif every.free_enough(g, m, pods):
-                s = 1
-            else:
-                s = 0
-            if s == 1:
-                blocked_at.setdefault(k, []).append(now)
-                if state.get(k) != 1:
-                    counters["frag_events"] += 1
-            elif s == 2:
-                held_at.setdefault(k, []).append(now)
-            state[k] = s
-
-    def flag(j: int, k: tuple, t1: float) -> None:
-        for times, arr in ((blocked_at.get(k), frag), (held_at.get(k), held)):
-            if times:
-                i = bisect.bisect_left(times, float(jobs.arrival[j]))
-                if i < len(times) and times[i] <= t1:
-                    arr[j] = True
+            agg = pass_aggregates()
+        blocked.record(now, pending, agg)
 
     def check_gangs(now: float) -> bool:
         """Time out partial gangs, count deadlock episodes; True if GPUs were given back."""
@@ -385,12 +300,14 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 heapq.heappush(wakes, (now + hold_j[j] + 1e-3, j))
             if placer.drain and exempt[j]:
                 drain.arrived(j)
-            if not fits(k, _Agg()):
-                record_blocked(now, _Agg())  # nothing freed: only it could start
+            if not fits(k, pass_aggregates()):
+                # nothing freed: only it could start
+                blocked.record(now, pending, pass_aggregates())
                 continue
         schedule(now)
     for j in sel:
-        flag(int(j), key_of(int(j)), float(start[j]) if np.isfinite(start[j]) else t_end)
+        blocked.flag(int(j), key_of(int(j)), float(jobs.arrival[j]),
+                     float(start[j]) if np.isfinite(start[j]) else t_end)
     extra = {}
     if backfill:
         lj = np.array([x[0] for x in leases], np.int64)
@@ -399,7 +316,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         extra = {"backfill_jobs": lj, "overrun_s": over,
                  "aged_jobs": np.array([x[0] for x in aged_jobs], np.int64),
                  "aged_took": np.array([x[1] for x in aged_jobs], bool)}
-    return TimelineResult(policy, start, frag, held,
+    return TimelineResult(policy, start, blocked.frag, blocked.held,
                           {k: np.asarray(v) for k, v in samples.items()},
-                          counters["frag_events"], counters["deadlocks"], counters["restarts"],
+                          blocked.events, counters["deadlocks"], counters["restarts"],
                           0, time.perf_counter() - wall, extra)

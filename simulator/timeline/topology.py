@@ -36,7 +36,8 @@ Policies, all with FGD choosing the node inside whatever set of nodes they allow
 
 The queue is priority then arrival order with backfill, like simulator.timeline.engine (which
 this does not change): a pass places the first pending job of each shape that can start, until
-none can.
+none can. The nodes ``hold`` and ``drain`` keep for waiting big jobs are
+simulator.timeline.topology_holds.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ import time
 
 import numpy as np
 
-from scheduler_hook.scores.drain import MAX_HOLD_S, plan_domain_shadows
+from scheduler_hook.scores.drain import MAX_HOLD_S
 from scheduler_hook.scores.reservation import held_too_long
 from scheduler_hook.scores.topology_prospect import keep_free, pack_tiers
 from scheduler_hook.topology import HOSTNAME, encode
@@ -55,6 +56,7 @@ from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
 from simulator.timeline.reserve import ReservationGate
 from simulator.timeline.topology_ends import NodeEnds
+from simulator.timeline.topology_holds import RackHolds
 from simulator.timeline.topology_metrics import big_work_gpu_h, summarize
 from simulator.timeline.workload import Jobs
 
@@ -139,48 +141,20 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pending: dict[tuple, list] = {}
     pred = runtime_p50 if runtime_p50 is not None else jobs.duration
     pred = np.where(np.isfinite(pred), pred, jobs.duration)
-    held_by = np.full(len(nodes), -1)  # the gang a node is held for, -1: none
-    held_t = np.zeros(len(nodes))  # when that gang is predicted to start there
-    held_rank = np.full(len(nodes), np.inf)  # drain: queue rank of the job a node is held for
-    rank: dict[int, int] = {}  # drain: the planned jobs' queue ranks
-    drained: dict[int, int] = {}  # drain: the rack each planned job drained last
-    holds: dict[int, int] = {}  # gang -> the rack it holds, until it starts (EASY backfill)
     ends = NodeEnds(len(nodes))  # pack, drain: each node's predicted end
     gang_node = nodes.gpus >= 8
+    # the nodes held for waiting gangs (hold) or drained for pending big jobs (drain)
+    rh = RackHolds(jobs, nodes, c, rack, block, pred, node_end, ends, hold_pick, drain,
+                   drain_hold_s)
+    free_for = rh.free_for
 
     def occupy(j: int, nds: list[int], now: float) -> None:
         ends.occupy(j, nds, now, now + pred[j] * run[j] / jobs.duration[j])
 
-    def free_for(j: int, now: float) -> np.ndarray:
-        """Nodes job j may take: not held, held for it or a job behind it (drain), or it ends
-        before the holder starts; a small pod pending past the drain's hold bound: any."""
-        if drain and jobs.gpus[j] < 8 and held_too_long(now - float(jobs.arrival[j]),
-                                                        drain_hold_s):
-            return np.ones(len(nodes), bool)
-        return (held_by < 0) | (held_by == j) | (now + pred[j] <= held_t) | \
-            (rank.get(j, np.inf) < held_rank)
-
-    def drain_plan(now: float) -> None:
-        """Hold the racks the first ``drain`` pending big jobs drain (see the doc)."""
-        big = [h for k, hp in pending.items() if hp and (k[2] > 1 or k[0] >= 8)
-               for h in heapq.nsmallest(drain, hp)]
-        queue = [h[2] for h in sorted(big)[:drain]]
-        t = np.where(gang_node, np.where(c.whole >= 8, now,
-                                         np.maximum(ends.effective(now), now)), np.inf)
-        shadow, owner, chosen = plan_domain_shadows(
-            t, rack, [int(jobs.pods[j]) for j in queue], [drained.get(j, -1) for j in queue])
-        ids = np.asarray(queue + [-1])
-        held_by[:], held_t[:] = ids[owner], shadow
-        held_rank[:] = np.where(owner >= 0, owner, np.inf)
-        rank.clear()
-        rank.update({j: i for i, j in enumerate(queue)})
-        drained.clear()
-        drained.update(zip(queue, chosen))
-
     def place(j: int, count: int, allowed: np.ndarray | None, now: float = 0.0
               ) -> list | None:
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
-        if (held_by >= 0).any():
+        if rh.any_held():
             ok = free_for(j, now)
             allowed = ok if allowed is None else allowed & ok
         out = []
@@ -199,48 +173,6 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def slots_now(g: int) -> np.ndarray:
         return c.whole // g
 
-    def rack_times(j: int, now: float) -> np.ndarray:
-        """Per rack, the predicted time it can hold gang j (departures only; inf: never)."""
-        g, p = int(jobs.gpus[j]), int(jobs.pods[j])
-        ok = nodes.gpus >= g  # a node frees whole once its last pod has left
-        avail = np.where(c.whole >= g, now, np.maximum(node_end, now))
-        per = np.where(ok, nodes.gpus // g, 0).astype(np.int64)
-        a, r = np.repeat(avail, per), np.repeat(rack, per)  # one entry per pod slot
-        order = np.lexsort((a, r))
-        a, r = a[order], r[order]
-        count = np.bincount(r, minlength=nr)
-        first = np.concatenate([[0], np.cumsum(count)[:-1]])
-        t = np.full(nr, np.inf)
-        full = np.flatnonzero(count >= p)
-        t[full] = a[first[full] + p - 1]
-        return t
-
-    def hold_rack(j: int, now: float) -> None:
-        """Gang j holds the rack predicted to hold it first among those not held yet; the
-        hold stays until j starts, its predicted start time is refreshed each pass."""
-        if hold_pick == "collect":  # every whole-free node of the block with most, up to p
-            g, p = int(jobs.gpus[j]), int(jobs.pods[j])
-            mine = np.flatnonzero((c.whole >= g) & ((held_by < 0) | (held_by == j)))
-            if len(mine):
-                b = int(np.argmax(np.bincount(block[mine], minlength=nb)))
-                take = mine[block[mine] == b][:p]
-                held_by[take], held_t[take] = j, now
-            holds.setdefault(j, -1)
-            return
-        t = rack_times(j, now)
-        r = holds.get(j)
-        if r is None:
-            t[[v for v in holds.values() if v >= 0]] = np.inf
-            if hold_pick == "free":  # the rack with the most room now: fewest pods to drain
-                room = np.bincount(rack, weights=slots_now(int(jobs.gpus[j])), minlength=nr)
-                r = int(np.lexsort((t, -room))[0])
-            else:  # the rack the predicted departures free first
-                r = int(np.argmin(t))
-            if not np.isfinite(t[r]):
-                return
-            holds[j] = r
-        held_by[rack == r], held_t[rack == r] = j, max(float(t[r]), now)
-
     def start_smaller(j: int, rcap: np.ndarray, now: float) -> list | None:
         r = int(np.argmax(rcap))
         size[j] = int(min(jobs.pods[j], rcap[r]))
@@ -249,7 +181,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def try_gang(j: int, now: float) -> list | None:
         g, p = int(jobs.gpus[j]), int(jobs.pods[j])
         s = slots_now(g)
-        if (held_by >= 0).any():
+        if rh.any_held():
             s = np.where(free_for(j, now), s, 0)
         if s.sum() < p:
             return None
@@ -269,7 +201,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         bfit = np.flatnonzero(bcap >= p)
         cost = pred[j] * ((spread_rack if len(bfit) else spread_block) - 1.0)
         waited = now - float(jobs.arrival[j])
-        if waited + float(rack_times(j, now).min()) - now <= wait_share * cost:
+        if waited + float(rh.rack_times(j, now).min()) - now <= wait_share * cost:
             return None  # a rack frees before spreading would have cost more: wait for it
         if smaller:  # elastic_wait: smaller in one rack instead of spread (no GPU-time lost)
             return start_smaller(j, rcap, now)
@@ -310,7 +242,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         return place(j, 1, away, now)
 
     def start_job(j: int, now: float, pl: list) -> None:
-        holds.pop(j, None)
+        rh.started(j)
         where[j] = pl
         nodes_of[j] = [nd for nd, _ in pl]
         start[j] = now
@@ -357,11 +289,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
 
     def schedule(now: float) -> None:
         failed: set[tuple] = set()
-        held_by[:] = -1  # the holds' predicted start times are refreshed each pass
-        for j in list(holds):
-            hold_rack(j, now)
-        if drain:
-            drain_plan(now)
+        rh.refresh(now, pending)  # the holds' predicted start times, the drain plan
         while True:
             heads = sorted((h[0], k) for k, h in pending.items() if h and k not in failed)
             if not heads:
@@ -371,13 +299,13 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 if pl is None:
                     failed.add(k)
                     if jobs.pods[j] > 1 and policy == "topology" and \
-                            (j in holds or len(holds) < hold):
-                        hold_rack(j, now)
+                            (j in rh.holds or len(rh.holds) < hold):
+                        rh.hold_rack(j, now)
                     continue
                 heapq.heappop(pending[k])
                 start_job(j, now, pl)
                 if drain and (k[2] > 1 or k[0] >= 8):
-                    drain_plan(now)  # a big job left the queue: the next one drains
+                    rh.drain_plan(now, pending)  # a big job left the queue: the next one drains
                 break
         if growing:
             grow(now)

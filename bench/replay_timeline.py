@@ -219,12 +219,14 @@ def write(phase: str, command: str, notes: Path | None) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
-                                        "final28b", "dev28c", "final28c", "dev28d", "final28d"),
+                                        "final28b", "dev28c", "final28c", "dev28d", "final28d",
+                                        "dev28e"),
                     default="dev",
                     help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
                          "dev28b / final28b: the second try (open lent nodes, hold bound); "
                          "dev28c / final28c: the third (targeted draining); dev28d / "
-                         "final28d: the fourth (2-4 GPU jobs' hold bound, --hold-multi)")
+                         "final28d: the fourth (2-4 GPU jobs' hold bound, --hold-multi); "
+                         "dev28e: drain-oracle-pred (the oracle's lead split)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")

@@ -38,7 +38,7 @@ POLS = ("fgd", "foresight-flat", "foresight-backfill", "backfill-flat", "oracle"
 # the third try (phases dev28c / final28c): targeted draining; its new policy, the same fed a
 # flat level of equal mean and fed the truth, per try
 DRAIN_POLS = ("fgd", "foresight-flat", "foresight-drain", "drain-pending", "drain-flat",
-              "drain-oracle")
+              "drain-oracle", "drain-oracle-pred")
 ROLES = {"b": ("foresight-backfill", "backfill-flat", "oracle", POLS),
          "c": ("foresight-drain", "drain-flat", "drain-oracle", DRAIN_POLS)}
 CLASSES = ("frac", "1", "2-4", "8", "gang")
@@ -60,7 +60,7 @@ def unstarted(r: dict) -> int:
 
 
 def roles(phase: str) -> tuple:
-    return ROLES["c"] if phase.endswith(("28c", "28d")) else ROLES["b"]
+    return ROLES["c"] if phase.endswith(("28c", "28d", "28e")) else ROLES["b"]
 
 
 def table(runs: list[dict], phase: str) -> list[str]:
@@ -154,7 +154,29 @@ def checks(by: dict, seeds: list[int], phase: str = "final28b") -> list[str]:
                      f" - {mean(o, '8+gang'):.1f}) = {closed:.0%}" + (
                          " (>= 50 %: holds)" if closed >= 0.5 else " (< 50 %: FAILS)"
                          if closed == closed else " (no gap)"))
-    return lines
+    return lines + split_oracle(by, every, new, flat, mean)
+
+
+def split_oracle(by: dict, seeds: list[int], new: str, flat: str, mean) -> list[str]:
+    """drain-oracle's lead over the new policy on 8+gang p95, split: the oracle's pre-drain
+    with predicted run times (drain-oracle-pred) against the new policy is the timing's share,
+    drain-oracle against drain-oracle-pred the true run times'; and the share of the flat ->
+    drain-oracle-pred gap (both plan with the predicted run times) the forecast closes."""
+    s = [x for x in seeds if ("drain-oracle-pred", x) in by and ("drain-oracle", x) in by]
+    if not s:
+        return []
+    n, op, o = ([by[(p, x)] for x in s] for p in (new, "drain-oracle-pred", "drain-oracle"))
+    a, b, c = mean(n, "8+gang"), mean(op, "8+gang"), mean(o, "8+gang")
+    per = ", ".join(f"{p95(x, '8+gang'):.1f}/{p95(y, '8+gang'):.1f}/{p95(z, '8+gang'):.1f}"
+                    for x, y, z in zip(n, op, o))
+    f = mean([by[(flat, x)] for x in s], "8+gang")
+    gap = f"{(f - a) / (f - b):.0%}" if f > b else "no gap: the flat level is not behind it"
+    return [f"- drain-oracle's lead on 8+gang p95 split (seeds {s}): {new} {a:.1f}, oracle "
+            f"pre-drain with predicted run times {b:.1f}, drain-oracle {c:.1f}: pre-drain "
+            f"timing {a - b:+.1f} min, true run times {b - c:+.1f} min (per seed new / "
+            f"oracle-pred / oracle: {per})",
+            f"- share of the {flat} -> drain-oracle-pred gap on 8+gang p95 closed (same "
+            f"predicted run times): ({f:.1f} - {a:.1f}) / ({f:.1f} - {b:.1f}) = {gap}"]
 
 
 def reused(runs: list[dict], new: list[dict], phases=("final28",)) -> list[dict]:
@@ -214,7 +236,10 @@ def main() -> None:
            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", ""]
     if a.notes and a.notes.exists():
         out += [a.notes.read_text().rstrip(), ""]
-    for phase, title in (("dev28d", "Dev seed, fourth try (2-4 GPU hold bound, head jobs "
+    for phase, title in (("dev28e", "Dev seeds, fifth look (drain-oracle's lead split: the "
+                                    "oracle's pre-drain with predicted run times; no policy "
+                                    "changed)"),
+                         ("dev28d", "Dev seed, fourth try (2-4 GPU hold bound, head jobs "
                                     "kept; not taken, no final runs)"),
                          ("final28c", "Final seeds, third try (targeted draining)"),
                          ("dev28c", "Dev seeds, third try (choices)"),
@@ -227,13 +252,14 @@ def main() -> None:
             rs += reused(runs, rs)
         elif phase == "final28c":
             rs += reused(runs, rs, ("final28", "final28b"))
-        elif phase in ("dev28c", "dev28d"):
+        elif phase in ("dev28c", "dev28d", "dev28e"):
             rs += reused(runs, rs, ("dev28b",))
         if phase.startswith("dev"):
             var = lambda r: (r.get("runtime_quantile", "p90"), r.get("quantile", "p90"),  # noqa
                              r.get("max_hold_s"), r.get("drain_jobs", "all"),
                              r.get("hold_multi", 1.0), r.get("protect_jobs", 0))
-            ref = ("fgd", "foresight-flat") if phase in ("dev28c", "dev28d") else ("fgd",)
+            ref = ("fgd", "foresight-flat") if phase in ("dev28c", "dev28d", "dev28e") \
+                else ("fgd",)
             for v in sorted({var(r) for r in rs if r["policy"] not in ref}, key=str):
                 sub = [r for r in rs if var(r) == v or r["policy"] in ref]
                 label = f"run-time quantile {v[0]}" if phase == "dev28" else \

@@ -166,9 +166,14 @@ POLICIES = {"bestfit": (TimelineBestFit, None), "fgd": (TimelineFGD, None),
             "drain-pending": (TimelineForesight, "none"),
             "drain-flat": (TimelineForesight, "flat-matched"),
             "drain-oracle": (TimelineForesight, "oracle"),
+            # the oracle's pre-drain with the predicted run times the forecast policy has:
+            # splits drain-oracle's lead into the pre-drain's timing and the true run times
+            "drain-oracle-pred": (TimelineForesight, "oracle"),
             # issue 29: the default kube-scheduler's scoring, the baseline every cluster has
             "kube-default": (TimelineLeastAllocated, None)}
-DRAIN = ("foresight-drain", "drain-pending", "drain-flat", "drain-oracle")
+DRAIN = ("foresight-drain", "drain-pending", "drain-flat", "drain-oracle", "drain-oracle-pred")
+# oracle-fed policies that still plan with the online run-time predictor
+PREDICTED_RUNTIME = ("drain-oracle-pred",)
 BACKFILL = ("foresight-backfill", "backfill-flat", "oracle", *DRAIN)
 
 

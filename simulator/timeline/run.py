@@ -9,7 +9,7 @@ from simulator.replay.data import Nodes
 from simulator.timeline.engine import TimelineResult, run_timeline
 from simulator.timeline.forecast import ReservedSchedule
 from simulator.timeline.metrics import backfill_summary, summarize
-from simulator.timeline.policies import POLICIES, Placer
+from simulator.timeline.policies import POLICIES, PREDICTED_RUNTIME, Placer
 from simulator.timeline.runtime import accuracy, predicted_runtimes
 from simulator.timeline.workload import Jobs, generate_jobs
 
@@ -92,7 +92,7 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
         if mode:
             w0, c0 = time.perf_counter(), time.process_time()
             sched = schedule_for(mode, placer.backfill)
-            if placer.backfill and mode != "oracle":
+            if placer.backfill and (mode != "oracle" or p in PREDICTED_RUNTIME):
                 if preds is None:
                     preds = predicted_runtimes(jobs, t0, t1)
                 runtime = preds[cfg.runtime_quantile].to_numpy()
@@ -110,7 +110,7 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
         if placer.backfill:
             m = (jobs.arrival >= 0.0) & (jobs.arrival < t1) & ~jobs.big
             row["backfill"] = backfill_summary(jobs, res, 0.0, t1)
-            if mode != "oracle":
+            if mode != "oracle" or p in PREDICTED_RUNTIME:
                 row["runtime_accuracy"] = accuracy(jobs, preds, m)
         row.update(profile=cfg.profile, seed=cfg.seed, gang_semantics=cfg.gang, jobs=int(
             ((jobs.arrival >= t0) & (jobs.arrival < t1)).sum()),

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from features.h200 import load_h200_pairs
 from features.pairs import validate_pairs
 from foresight.errors import ForesightError
 from forecaster.interference.model import InterferenceModel, margin_scale
@@ -38,8 +40,11 @@ def _reference(m: InterferenceModel, pairs: pd.DataFrame) -> tuple[np.ndarray, p
     if prior is not None:
         if m.blend_ != "trees":
             point = np.where(np.isnan(prior), trees + m.base_,
-                             prior + (trees if m.blend_ == "residual" else 0))
+                             prior + (trees if m.blend_ in ("residual", "mix") else 0))
     point = np.clip(point, 0.01, m.cap_)
+    if m.blend_ == "mix":  # the mean of that and the trees without the structure's speed
+        j = m.feature_names_.index("mech_speed")
+        point = (point + np.clip(m.plain_.predict(np.delete(X, j, axis=1)), 0.01, m.cap_)) / 2
     low = point - m.offset_ * margin_scale(point)
     mode = directed(v)["sharing"].to_numpy() if "sharing" in v else np.full(len(X), "")
     if prior is None and m.blend_ == "plain" and m.mechanism_ is not None:
@@ -92,6 +97,25 @@ def test_fast_path_equals_reference(fitted_ctx, variant):
     np.testing.assert_array_equal(np.isnan(X), np.isnan(X_ref))
     np.testing.assert_allclose(X, X_ref, rtol=0, atol=1e-9, equal_nan=True)
     pd.testing.assert_frame_equal(m.predict(q), ref, rtol=0, atol=1e-9)
+
+
+def test_fast_path_equals_reference_when_the_mix_serves(tmp_path):
+    data = Path(__file__).resolve().parent.parent / "data" / "h200"
+    if not (data / "pairs.csv").is_file():
+        pytest.skip("data/h200 not in this checkout")
+    p = load_h200_pairs(data)
+    m = InterferenceModel(**FAST).fit(p)
+    assert "mech_speed" in m.feature_names_  # a blend that keeps the structure
+    if m.blend_ != "mix":  # serve the mix anyway: its trees without the structure's speed
+        d = directed(validate_pairs(p, require_targets=True))
+        X, y, _ = m._train_matrix(d[d["y"].notna()].reset_index(drop=True))
+        m.blend_ = "mix"
+        m.plain_ = m._train(X.drop(columns="mech_speed"), y, {"objective": "regression"})
+    q = p.drop(columns=["a_speed", "b_speed"]).head(40)
+    _, ref = _reference(m, q)
+    pd.testing.assert_frame_equal(m.predict(q), ref, rtol=0, atol=1e-9)
+    back = InterferenceModel.load(m.save(tmp_path / "mix"))
+    pd.testing.assert_frame_equal(back.predict(q), ref, rtol=0, atol=1e-9)
 
 
 def test_fast_path_identity_only_equals_reference():

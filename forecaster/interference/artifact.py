@@ -28,6 +28,8 @@ def save_model(model: "InterferenceModel", path: str | Path) -> Path:
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     texts = {"point.txt": model.point_.model_to_string()}
+    if getattr(model, "plain_", None) is not None:
+        texts["plain.txt"] = model.plain_.model_to_string()
     if model.p10_ is not None:
         texts["p10.txt"] = model.p10_.model_to_string()
     if model.scale_ is not None:
@@ -77,7 +79,7 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     files = body.get("files") or {}
     # only the known file names: a manifest never makes us read another path
     for name in ["point.txt"] + (["p10.txt"] if body["schema_version"] == 1 else []) \
-            + (["scale.txt"] if "scale.txt" in files else []):
+            + [n for n in ("scale.txt", "plain.txt") if n in files]:
         try:
             texts[name] = (src / name).read_text()
         except (FileNotFoundError, UnicodeDecodeError):
@@ -87,6 +89,7 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     known = inspect.signature(cls).parameters  # schema 1 had a calib_fraction
     m = cls(**{k: v for k, v in body["params"].items() if k in known})
     m.point_ = lgb.Booster(model_str=texts["point.txt"])
+    m.plain_ = lgb.Booster(model_str=texts["plain.txt"]) if "plain.txt" in texts else None
     m.p10_ = lgb.Booster(model_str=texts["p10.txt"]) if "p10.txt" in texts else None
     m.scale_ = lgb.Booster(model_str=texts["scale.txt"]) if "scale.txt" in texts else None
     m.scale_q_ = float(body.get("scale_q", 0.0))

@@ -4,8 +4,9 @@ Two parts. A structured one knows how the sharing mode divides a GPU (mechanism.
 slices, concurrent kernels), its few parameters fit per `sharing` value. Gradient-boosted trees
 (LightGBM) over directed rows (self slowed by partner) read solo fingerprint features, their
 symmetric combinations and workload-identity encodings, and either learn the structure's
-residual, take its speed as a feature, or serve without it, whichever errs least on workloads
-held out inside the training folds. Besides the point prediction, a pessimistic `p10`: the
+residual, take its speed as a feature, serve without it, or serve the mean of the residual
+trees and those without it ("mix"), whichever errs least on workloads held out inside the
+training folds. Besides the point prediction, a pessimistic `p10`: the
 point lowered by a conformal margin (where the structure serves, q times a learned scale of
 how far off rows like this one are, conformal.fit_scale, or one margin per band of predicted
 speed when too few rows; constant elsewhere), calibrated across workload groups (each group's
@@ -95,6 +96,8 @@ class InterferenceModel:
             self.feature_names_, self.solo_ = list(X.columns), {}
         self.point_ = self._train(X, y, {"objective": "regression"},
                                   None if self.blend_ in ("trees", "plain") else self._init(X))
+        self.plain_ = self._train(X.drop(columns="mech_speed"), y, {"objective": "regression"}) \
+            if self.blend_ == "mix" else None
         self.encoder_ = self._encoder().fit(d["self_workload"], d["partner_workload"],
                                             d["y"]) if self.identity_ else None
         self.metrics_ = {"pairs": int(len(pairs)), "directed_rows": int(len(d)),
@@ -188,13 +191,16 @@ class InterferenceModel:
         # structure alone (a few dozen real pairs teach trees little), trees on its residual,
         # trees with its speed as a feature, or trees without it (a history the forms do not
         # describe, e.g. the Gavel-calibrated simulator, where the structure only misleads).
+        if "plain" in cands:  # or the mean of the residual and the plain trees' speeds
+            cands["mix"] = [(r + p) / 2 for r, p in zip(cands["residual"], cands["plain"])]
         mae = {k: float(np.mean(np.abs(np.concatenate(v) - yb))) for k, v in cands.items()}
         self.blend_ = min(mae, key=mae.get)
         if "plain" in mae and mae["structure"] > mae["plain"]:
             # forms that lose to trees without them do not describe this cluster: a blend
             # that won by chance on the calibration folds is not trusted (it lost on unseen
-            # workloads of the Gavel-calibrated simulator)
-            self.blend_ = "plain"
+            # workloads of the Gavel-calibrated simulator); half of one may serve if it errs
+            # less than the plain trees alone
+            self.blend_ = "mix" if mae["mix"] < mae["plain"] else "plain"
         self.blend_mae_ = mae if self.mechanism_ is not None else {}
         chosen = np.concatenate(cands[self.blend_])
         mat = np.vstack(mats)
@@ -303,7 +309,12 @@ class InterferenceModel:
         point = self.point_.predict(X, num_threads=self.n_threads)
         if prior is not None and self.blend_ != "trees":  # from the structure
             point = np.where(np.isnan(prior), point + self.base_,
-                             prior + (point if self.blend_ == "residual" else 0.0))
+                             prior + (point if self.blend_ in ("residual", "mix") else 0.0))
+        if getattr(self, "plain_", None) is not None:  # "mix": half the plain trees' speed
+            plain = np.delete(X, self.feature_names_.index("mech_speed"), axis=1)
+            point = (np.clip(point, 0.01, self.cap_)
+                     + np.clip(self.plain_.predict(plain, num_threads=self.n_threads),
+                               0.01, self.cap_)) / 2
         point = np.clip(point, 0.01, self.cap_)
         unit = np.full(len(point), np.nan)
         if self.p10_ is None:

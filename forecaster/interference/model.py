@@ -198,9 +198,9 @@ class InterferenceModel:
         if "plain" in mae and mae["structure"] > mae["plain"]:
             # forms that lose to trees without them do not describe this cluster: a blend
             # that won by chance on the calibration folds is not trusted (it lost on unseen
-            # workloads of the Gavel-calibrated simulator); half of one may serve if it errs
-            # less than the plain trees alone
-            self.blend_ = "mix" if mae["mix"] < mae["plain"] else "plain"
+            # workloads of the Gavel-calibrated simulator; so did "mix" here: synthetic MAE
+            # 0.0259 -> 0.0290, bench/results/interference_synthetic.md)
+            self.blend_ = "plain"
         self.blend_mae_ = mae if self.mechanism_ is not None else {}
         chosen = np.concatenate(cands[self.blend_])
         mat = np.vstack(mats)

@@ -92,6 +92,8 @@ def as_baseline(model, name: str):
     model.offset_ = float(max(med - np.quantile(model.train_speeds_, 0.1), 0.0) / scale)
     model.p10_ = None
     model.mechanism_ = None  # the median alone: no sharing-mechanism prior under it
+    model.plain_ = None  # nor the second booster of a "mix" blend
+    model.admit_q_ = {}  # the fitted model's admission bound is not the median's: the p10
     model.served_ = "median"
     return model
 

@@ -48,7 +48,7 @@ class InterferenceAdapter:
     @property
     def admits(self) -> bool:
         """Whether the model calibrated an admission bound (forecaster/interference/admission.py)."""
-        return bool(getattr(self.model, "admit_q_", None))
+        return admits(self.model)
 
     def speeds(self, workload: str, others: Sequence[str], sharing: str
                ) -> tuple[np.ndarray, np.ndarray]:
@@ -78,9 +78,26 @@ class InterferenceAdapter:
                     floor: float | np.ndarray) -> np.ndarray:
         """What a minimum speed `floor` is held to: the model's admission bound, the p10 for
         a model without one."""
-        if not self.admits:
-            return np.asarray(p10, float)
-        return self.model.admit_bound(sharing, point, unit, p10, floor)
+        return admit_bounds(self.model, sharing, point, unit, p10, floor)[0]
+
+
+def admits(model: Any) -> bool:
+    """Whether `model` calibrated an admission bound (an artifact saved before it, or the
+    training-median baseline, has none: its p10 is the bound)."""
+    return bool(getattr(model, "admit_q_", None))
+
+
+def admit_bounds(model: Any, sharing: str, point: np.ndarray, unit: np.ndarray,
+                 p10: np.ndarray, floor: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(what a minimum speed `floor` is held to, where that is the admission bound rather
+    than the p10): the co-location gate's bound, shared with the API's `/v1/interference`."""
+    if not admits(model):
+        p10 = np.asarray(p10, float)
+        return p10, np.zeros(p10.shape, bool)
+    from forecaster.interference.admission import from_table
+
+    table = model.admit_q_.get(sharing, {})
+    return model.admit_bound(sharing, point, unit, p10, floor), from_table(table, unit)
 
 
 class FingerprintAdapter:

@@ -23,6 +23,8 @@ from features.pairs import CONTEXT_COLUMNS, IDENTITY_COLUMNS
 
 _TEXT = frozenset(IDENTITY_COLUMNS + CONTEXT_COLUMNS)
 OUT_COLUMNS = ("a_speed_pred", "b_speed_pred", "a_speed_p10", "b_speed_p10")
+#: With `admit`: also each side's margin unit, which the admission bound is scaled by.
+ADMIT_COLUMNS = OUT_COLUMNS + ("a_speed_unit", "b_speed_unit")
 
 
 def pair_frame(rows: list[dict]) -> pd.DataFrame:
@@ -46,10 +48,10 @@ def pair_frame(rows: list[dict]) -> pd.DataFrame:
 
 
 class _Job:
-    __slots__ = ("model", "rows", "done", "result", "error")
+    __slots__ = ("model", "rows", "admit", "done", "result", "error")
 
-    def __init__(self, model: Any, rows: list[dict]) -> None:
-        self.model, self.rows = model, rows
+    def __init__(self, model: Any, rows: list[dict], admit: bool) -> None:
+        self.model, self.rows, self.admit = model, rows, admit
         self.done = threading.Event()
         self.result: dict[str, np.ndarray] | None = None
         self.error: BaseException | None = None
@@ -63,9 +65,11 @@ class MicroBatcher:
         self._busy = False
         self.calls = 0  # predict calls made (tests read it)
 
-    def predict(self, model: Any, rows: list[dict]) -> dict[str, np.ndarray]:
-        """The model's four speed columns for `rows` (blocking; called from a request thread)."""
-        job = _Job(model, rows)
+    def predict(self, model: Any, rows: list[dict], admit: bool = False
+                ) -> dict[str, np.ndarray]:
+        """The model's four speed columns for `rows`, with `admit` also its margin units
+        (ADMIT_COLUMNS; blocking; called from a request thread)."""
+        job = _Job(model, rows, admit)
         with self._lock:
             self._pending.append(job)
             lead = not self._busy
@@ -89,9 +93,9 @@ class MicroBatcher:
                                          <= self.max_rows):
                     jobs.append(self._pending.pop(0))
                     n += len(jobs[-1].rows)
-            by_model: dict[int, list[_Job]] = {}
-            for j in jobs:
-                by_model.setdefault(id(j.model), []).append(j)
+            by_model: dict[tuple[int, bool], list[_Job]] = {}
+            for j in jobs:  # one call per model object and kind of answer
+                by_model.setdefault((id(j.model), j.admit), []).append(j)
             for group in by_model.values():
                 self._serve(group)
 
@@ -112,13 +116,16 @@ class MicroBatcher:
 
     def _call(self, group: list[_Job]) -> None:
         rows = group[0].rows if len(group) == 1 else [r for j in group for r in j.rows]
-        out = group[0].model.predict(pair_frame(rows))
+        model, admit = group[0].model, group[0].admit
+        out = model.predict(pair_frame(rows), admit=True) if admit \
+            else model.predict(pair_frame(rows))
         self.calls += 1
-        if tuple(out.columns) == OUT_COLUMNS:  # the model's own order: one conversion
+        want = ADMIT_COLUMNS if admit else OUT_COLUMNS
+        if tuple(out.columns) == want:  # the model's own order: one conversion
             arr = out.to_numpy(np.float64)
-            cols = {c: arr[:, i] for i, c in enumerate(OUT_COLUMNS)}
+            cols = {c: arr[:, i] for i, c in enumerate(want)}
         else:
-            cols = {c: np.asarray(out[c], dtype=np.float64) for c in OUT_COLUMNS}
+            cols = {c: np.asarray(out[c], dtype=np.float64) for c in want}
         start = 0
         for j in group:
             j.result = {c: v[start:start + len(j.rows)] for c, v in cols.items()}

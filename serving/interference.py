@@ -1,4 +1,6 @@
-"""`POST /v1/interference`: predicted speeds of co-located pairs (the interference model)."""
+"""`POST /v1/interference`: predicted speeds of co-located pairs (the interference model), and,
+for a pair that gives a side's minimum speed (`a_min_speed` / `b_min_speed`), the bound the
+extender's co-location gate holds it to and the gate's decision, from the same functions."""
 from __future__ import annotations
 
 from typing import Any
@@ -7,10 +9,13 @@ import numpy as np
 from fastapi import Depends
 from starlette.concurrency import run_in_threadpool
 
+from artifacts.adapters import admit_bounds
 from ground.errors import ForesightError
+from scheduler_hook.scores.colocation import under_floor
 from serving import metrics
 from serving.batcher import OUT_COLUMNS
-from serving.deps import ERRORS, Context, get_context, missing, problem, router as _router
+from serving.deps import ERRORS, Context, get_context, missing, problem
+from serving.deps import router as _router
 from serving.schemas import InterferenceRequest, InterferenceResponse
 from serving.security import ORJSONResponse
 
@@ -18,6 +23,8 @@ router = _router(tags=["predict"])
 
 #: Requests up to this many pairs use the per-version cache (single predictions repeat).
 CACHED_MAX_ROWS = 64
+#: Each side's minimum speed: asks for the admission decision, never a model input.
+FLOORS = ("a_min_speed", "b_min_speed")
 
 
 def floats(a: Any) -> list[float]:
@@ -39,6 +46,37 @@ def _batch(ctx: Context, m: Any, rows: list[dict]) -> list[dict]:
     return [dict(zip(OUT_COLUMNS, v)) for v in zip(*_speeds(ctx, m, rows))]
 
 
+def _admission(ctx: Context, m: Any, rows: list[dict], feats: list[dict]) -> list[dict]:
+    """Predictions of `rows` (`feats`: the same without floors) with, where a pair gives a
+    floor, each side's admission bound, the gate's decision and the bound's source."""
+    out = ctx.batcher.predict(m.model, feats, admit=True)
+    metrics.PREDICTIONS.labels("interference").inc(len(rows))
+    nan = float("nan")
+    floor = {s: np.array([r.get(f"{s}_min_speed", nan) for r in rows]) for s in "ab"}
+    modes = np.array([r.get("sharing", "") for r in rows], dtype=object)
+    bound = {s: np.full(len(rows), nan) for s in "ab"}
+    table = {s: np.zeros(len(rows), bool) for s in "ab"}
+    for mode in np.unique(modes):  # the bound is per sharing mode, as the gate asks it
+        i = modes == mode
+        for s in "ab":  # a side without a floor: any floor, its bound is not answered
+            bound[s][i], table[s][i] = admit_bounds(
+                m.model, str(mode), out[f"{s}_speed_pred"][i], out[f"{s}_speed_unit"][i],
+                out[f"{s}_speed_p10"][i], np.nan_to_num(floor[s][i], nan=1.0))
+    refused = under_floor(bound["a"], np.nan_to_num(floor["a"])) | \
+        under_floor(bound["b"], np.nan_to_num(floor["b"]))
+    given = {s: ~np.isnan(floor[s]) for s in "ab"}
+    shown = {s: floats(bound[s]) for s in "ab"}
+    preds = [dict(zip(OUT_COLUMNS, v)) for v in zip(*(floats(out[c]) for c in OUT_COLUMNS))]
+    for j, p in enumerate(preds):
+        if given["a"][j] or given["b"][j]:
+            p["a_admit_bound"] = shown["a"][j] if given["a"][j] else None
+            p["b_admit_bound"] = shown["b"][j] if given["b"][j] else None
+            p["admitted"] = not refused[j]
+            p["admit_source"] = "admission" if all(
+                table[s][j] for s in "ab" if given[s][j]) else "p10"
+    return preds
+
+
 @router.post("/v1/interference", response_model=InterferenceResponse, responses=ERRORS)
 async def interference(req: InterferenceRequest,
                        ctx: Context = Depends(get_context)) -> ORJSONResponse:
@@ -50,7 +88,10 @@ async def interference(req: InterferenceRequest,
     if m is None:
         return missing("interference", ctx.store)
     rows = req.pairs
-    for i, r in enumerate(rows):  # each side needs a workload or a solo feature
+    floored = any("a_min_speed" in r or "b_min_speed" in r for r in rows)
+    feats = [{k: v for k, v in r.items() if k not in FLOORS} for r in rows] if floored \
+        else rows
+    for i, r in enumerate(feats):  # each side needs a workload or a solo feature
         sides = {k[0] for k in r}  # keys are a_*, b_*, gpu_model, sharing
         if "a" not in sides or "b" not in sides:
             side = "a_" if "a" not in sides else "b_"
@@ -58,7 +99,9 @@ async def interference(req: InterferenceRequest,
                                 f"{side}workload or solo features such as "
                                 f"{side}sm_active")
     try:
-        if len(rows) > CACHED_MAX_ROWS:
+        if floored:
+            preds = await _floored(ctx, m, rows, feats)
+        elif len(rows) > CACHED_MAX_ROWS:
             # A batch goes straight to the model: its rows rarely repeat, and keying and
             # looking up 1,000 rows costs more than predicting them.
             preds = await run_in_threadpool(_batch, ctx, m, rows)
@@ -74,3 +117,18 @@ async def interference(req: InterferenceRequest,
     except ForesightError as exc:
         return problem(422, f"pairs: {exc}")
     return ORJSONResponse({"model_version": m.version, "predictions": preds})
+
+
+async def _floored(ctx: Context, m: Any, rows: list[dict], feats: list[dict]) -> list[dict]:
+    """A request that gives a floor: as the plain path (cached up to CACHED_MAX_ROWS), in a
+    cache of its own whose keys hold the floors (an answer depends on them)."""
+    if len(rows) > CACHED_MAX_ROWS:
+        return await run_in_threadpool(_admission, ctx, m, rows, feats)
+    keys = [tuple(r.items()) for r in rows]
+    cache = ctx.caches.for_model("interference-admission", m.version)
+    vals, miss = cache.lookup(keys)
+    if miss:
+        got = await run_in_threadpool(_admission, ctx, m, [rows[i] for i in miss],
+                                      [feats[i] for i in miss])
+        cache.fill(keys, vals, miss, got)
+    return vals

@@ -41,9 +41,16 @@ def _side(prefix: str) -> dict[str, Any]:
 # A TypedDict, not a BaseModel: validating 1,000 rows takes 0.5 ms instead of 19 ms (absent
 # columns stay absent instead of being filled with None defaults), and the rows go straight
 # into a DataFrame. Every column is optional; the route checks that each side is described.
+# A side's minimum speed (its pod's `foresight.io/min-speed`): not a model input. Per side, as
+# the extender's gate holds each pod of a placement to its own floor (a latency-bound service
+# at 0.8 beside a batch job with none).
+_Floor = Annotated[float, Field(gt=0, le=1, description=(
+    "minimum speed of this side (foresight.io/min-speed): the prediction then carries the "
+    "admission bound at that floor and whether the extender's gate admits the pair"))]
 PairRow = TypedDict("PairRow", {"gpu_model": Annotated[str, Field(max_length=128)],  # type: ignore[misc]
                                 "sharing": Literal["timeslice", "mps", "mig", "node"],
-                                **_side("a"), **_side("b")}, total=False)
+                                **_side("a"), **_side("b"),
+                                "a_min_speed": _Floor, "b_min_speed": _Floor}, total=False)
 PairRow.__pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[attr-defined]
 PairRow.__doc__ = ("One co-location of job a with job b: the pair-table row of DESIGN.md "
                    "without the targets; every column optional, each side needs one.")
@@ -58,6 +65,18 @@ class PairPrediction(BaseModel):
     b_speed_pred: float
     a_speed_p10: float
     b_speed_p10: float
+    # only for a pair that gives a_min_speed or b_min_speed: the others answer the four above
+    a_admit_bound: Optional[float] = Field(None, description=(
+        "the speed a_min_speed is held to (the admission bound at that floor in the pair's "
+        "sharing mode; null: side a gave no floor)"))
+    b_admit_bound: Optional[float] = Field(None, description="as a_admit_bound, for side b")
+    admitted: Optional[bool] = Field(None, description=(
+        "whether the extender's co-location gate admits the pair: each side's bound at or "
+        "above its floor"))
+    admit_source: Optional[Literal["admission", "p10"]] = Field(None, description=(
+        "`admission`: the model's calibrated admission bound; `p10`: the p10 serves as the "
+        "bound (a model without an admission table: an older artifact, the training-median "
+        "baseline, or a sharing mode it has none for)"))
 
 
 class InterferenceResponse(BaseModel):

@@ -13,7 +13,8 @@ per floor. The bound is point - q * scale (the p10's learned scale), q the small
 finite-sample-corrected admitted-unsafe rate, (admitted + 1) / (unsafe + 1), stays within the
 risk at that floor. One q for every floor had to be the largest any floor needed (2.0 at 0.6
 vs 0.4 at 0.8 for MPS on five of the dev sets): as wide as the p10. The p10 is still what the
-API publishes as the pessimistic bound.
+API publishes as the pessimistic bound; a request that gives a side's minimum speed also gets
+the bound at that floor (`a_min_speed`, serving/interference.py).
 """
 from __future__ import annotations
 
@@ -87,4 +88,11 @@ def bound_at(table: dict[str, float], point: np.ndarray, unit: np.ndarray, p10: 
     point, unit, p10 = (np.asarray(a, float) for a in (point, unit, p10))
     q = q_at(table, np.broadcast_to(np.asarray(floor, float), point.shape))
     bound = np.minimum(np.clip(point - np.nan_to_num(q) * np.nan_to_num(unit), 0.0, 2.0), point)
-    return np.where(np.isnan(q) | np.isnan(unit), p10, bound)
+    return np.where(from_table(table, unit), bound, p10)
+
+
+def from_table(table: dict[str, float], unit: np.ndarray) -> np.ndarray:
+    """Where `bound_at` answers from one mode's table rather than the p10: the mode has a
+    table (then `q_at` gives every floor a q) and the row a unit (the API says which)."""
+    unit = np.asarray(unit, float)
+    return np.full(unit.shape, bool(table)) & ~np.isnan(unit)

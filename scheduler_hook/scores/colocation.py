@@ -14,6 +14,14 @@ import numpy as np
 from scheduler_hook.scores.base import ComponentResult, Context, constant
 
 
+def under_floor(bound: np.ndarray, floor: float | np.ndarray) -> np.ndarray:
+    """Where a side's bound breaks its minimum speed: the gate refuses such a placement (no
+    floor, 0: never; an unknown bound, NaN: never, as "no known slowdown"). The API's
+    `/v1/interference` answers `admitted` with the same rule."""
+    floor = np.asarray(floor, float)
+    return (floor > 0) & (np.nan_to_num(np.asarray(bound, float), nan=1.0) < floor)
+
+
 class ColocationSafety:
     name = "colocation"
 
@@ -73,11 +81,9 @@ class ColocationSafety:
         worst = np.minimum(np.minimum(worst_in, worst_res), 1.0)
         floor = float(ctx.cfg.get("slowdown_floor", 0.5))
         value = np.clip((worst - floor) / (1.0 - floor), 0.0, 1.0)
-        broken_res = ((slo > 0) & (np.nan_to_num(lo_res, nan=1.0) < slo)).any(axis=1)
-        low_in = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, lo_in, np.nan), axis=1),
-                               nan=1.0)
-        broken_in = (low_in < pod.slo_min_speed) if pod.slo_min_speed > 0 else \
-            np.zeros(ctx.n, bool)
+        broken_res = under_floor(lo_res, slo).any(axis=1)
+        low_in = np.fmin.reduce(np.where(codes >= 0, lo_in, np.nan), axis=1)
+        broken_in = under_floor(low_in, pod.slo_min_speed)
         violation = broken_in | broken_res
 
         def reason(j: int) -> str:

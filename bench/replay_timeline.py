@@ -65,7 +65,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                    and r.get("max_hold_s") == a.max_hold
                                    and r.get("drain_jobs", "all") == _drain_label(a)
                                    and r.get("hold_multi", 1.0) == a.hold_multi
-                                   and r.get("protect_jobs", 0) == a.protect_jobs}
+                                   and r.get("protect_jobs", 0) == a.protect_jobs
+                                   and r.get("resident_quantile") == a.resident_quantile}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -79,14 +80,17 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                  load=a.load, policies=group, horizon=a.horizon,
                                  quantile=a.quantile, runtime_quantile=a.runtime_quantile,
                                  max_hold_s=a.max_hold, drain_jobs=a.drain_jobs,
-                                 hold_multi=a.hold_multi, protect_jobs=a.protect_jobs)
+                                 hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
+                                 resident_quantile=a.resident_quantile)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
                     r.update(phase=a.phase, days=a.days, horizon=a.horizon,
                              quantile=a.quantile, runtime_quantile=a.runtime_quantile,
                              max_hold_s=a.max_hold, drain_jobs=_drain_label(a),
-                             hold_multi=a.hold_multi, protect_jobs=a.protect_jobs, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
+                             resident_quantile=a.resident_quantile,
+                             load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -99,6 +103,13 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                               f"{prof} arrivals, seed {seed}, {a.days:g} days ("
                               + ("no gang semantics" if a.no_gang else "gangs all-or-nothing")
                               + ")")
+
+
+def _quantile(x: str) -> float:
+    q = float(x)
+    if not 0.0 <= q <= 1.0:
+        raise argparse.ArgumentTypeError(f"{x}: a quantile is between 0 and 1")
+    return q
 
 
 def _drain_label(a: argparse.Namespace) -> int | str:
@@ -220,13 +231,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
                                         "final28b", "dev28c", "final28c", "dev28d", "final28d",
-                                        "dev28e"),
+                                        "dev28e", "dev28f", "final28f"),
                     default="dev",
                     help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
                          "dev28b / final28b: the second try (open lent nodes, hold bound); "
                          "dev28c / final28c: the third (targeted draining); dev28d / "
                          "final28d: the fourth (2-4 GPU jobs' hold bound, --hold-multi); "
-                         "dev28e: drain-oracle-pred (the oracle's lead split)")
+                         "dev28e: drain-oracle-pred (the oracle's lead split); dev28f / "
+                         "final28f: the sixth (residents' ends given their age)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -248,6 +260,10 @@ def main() -> None:
     ap.add_argument("--protect-jobs", type=int, default=0,
                     help="draining: a pod past its hold bound still keeps off the nodes "
                          "drained for the first N pending big jobs (default 0: none)")
+    ap.add_argument("--resident-quantile", type=_quantile, default=None,
+                    help="draining with predicted run times: residents' predicted ends from "
+                         "this quantile (0-1) of the remaining run time given their age "
+                         "(default: start + the --runtime-quantile prediction)")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

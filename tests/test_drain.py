@@ -123,3 +123,32 @@ def test_protect_jobs_keeps_aged_pods_off_the_head_jobs_drained_node():
     kept = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, protect_jobs=1,
                         **kw)
     assert kept.start[2] == 1000 and kept.start[3] == 1100  # the head job keeps its node
+
+
+class _Ages:
+    """A stand-in for `RemainingRuntime`: fixed predicted ends per job, whatever the age."""
+
+    def __init__(self, ends: dict[int, float]) -> None:
+        self.ends, self.asked = ends, []
+
+    def end(self, j, start, now):
+        self.asked.append(float(now))
+        return (np.array([self.ends.get(int(x), np.nan) for x in j]),
+                np.full(len(j), np.inf))
+
+
+def test_residents_ends_given_their_age_pick_the_node_to_drain():
+    rows = [(0, 6000, 1, 5, 1000),   # node A: predicted 1000 from start, truly runs 6000
+            (0, 3000, 1, 5, 1000),   # node B: frees at 3000
+            (10, 100, 1, 8, 1000),   # the big job
+            (20, 4000, 1, 1, 1000)]  # a long 1-GPU pod: not on the drained node
+    kw = dict(reserved=_Zero(), reserve_for="big", max_hold_s=0,
+              runtime_s=np.array([1000.0, 3000.0, 100.0, 4000.0]))
+    fixed = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, **kw)
+    # drained A on the fixed prediction, so the pod took B; the big job waits for the pod
+    assert fixed.start[3] == 20 and fixed.start[2] == 4020
+    ages = _Ages({0: 6000.0, 1: 3000.0})
+    cond = run_timeline(nodes(8, 8), jobs(rows), "drain-pending", 0, 90000, remaining=ages,
+                        **kw)
+    assert cond.start[2] == 3000 and cond.start[3] == 20  # drained B; the pod went to A
+    assert ages.asked and min(ages.asked) >= 0.0

@@ -20,6 +20,14 @@ a history that has had time to finish its long runs; on DLRM the per-key medians
 70 % of later run times (bench/results/runtime.md). The interval keeps its own calibration and
 p50 is clipped into it.
 
+Remaining run time of a *running* pod (`predict_remaining`): with heavy-tailed run times the
+time left given survival to age a is nothing like the unconditional quantile minus a. It is
+read from the key's own finished runs longer than a (quantiles of {d - a : d > a}, survival
+analysis' conditional residual life, as Slurm-style backfill would want), per key with the
+same fallbacks, a level answering when at least `min_count` of its runs outlived a. Raw, not
+calibrated: the interval's widening is fitted on pods at age 0. Fitted models only (the run
+histories are not in the manifest).
+
 Baselines, in every output: `last` (the workload's most recent finished run; queue median for
 a new workload) and `queue_median` (the queue's median run time). Artifact: one JSON
 manifest (no pickle).
@@ -40,6 +48,9 @@ LEVELS: tuple[tuple[str, ...], ...] = (("workload",), ("queue", "gpu_request", "
 QUANTILES = {"p10": 0.1, "p50": 0.5, "p90": 0.9}
 MIN_RUNTIME_S = 1.0
 # shifts of log p50 tried by the point calibration; 0 first so that a tie keeps the median
+# key stride of the sorted histories: log run times (>= 0, below 24: e^24 s is 800 years) and
+# log elapsed (clipped to [-20, 40]) of one key stay clear of the next key's
+SPAN = 64.0
 SHIFTS = np.concatenate([[0.0], np.round(np.arange(-3.0, 3.01, 0.1), 1)])
 
 
@@ -69,6 +80,78 @@ def _keys(df: pd.DataFrame, cols: tuple[str, ...]) -> pd.Series:
     for p in parts[1:]:
         out = out + "|" + p
     return out
+
+
+def _runs(lg: np.ndarray, keys: np.ndarray) -> dict:
+    """One level's run histories: log run times sorted by (key, value), each key's first
+    position and count, and ``comp`` = key index * SPAN + value (one sorted array, so that a
+    single searchsorted finds every pod's position within its own key)."""
+    names, code = np.unique(keys.astype(str), return_inverse=True)
+    order = np.lexsort((lg, code))
+    count = np.bincount(code, minlength=len(names))
+    start = np.concatenate([[0], np.cumsum(count)[:-1]]).astype(np.int64)
+    return {"keys": list(names), "ld": lg[order], "start": start, "count": count,
+            "comp": code[order] * SPAN + lg[order]}
+
+
+def merge_runs(levels: list[list[dict]]) -> tuple[list[dict], list[int]]:
+    """Several models' ``runs_`` as one (keys renamed by model): per level the concatenated
+    histories, and per model the offset to add to its `key_codes` at each level (a list per
+    level). Lets a caller holding one model per refit ask them all in one call."""
+    out, offsets = [], []
+    for lv in zip(*levels):
+        n_keys = np.cumsum([0] + [len(r["keys"]) for r in lv])
+        n_runs = np.cumsum([0] + [len(r["ld"]) for r in lv])
+        out.append({"keys": [f"{m}:{k}" for m, r in enumerate(lv) for k in r["keys"]],
+                    "ld": np.concatenate([r["ld"] for r in lv]),
+                    "start": np.concatenate([r["start"] + n_runs[m] for m, r in enumerate(lv)]),
+                    "count": np.concatenate([r["count"] for r in lv]),
+                    "comp": np.concatenate([r["comp"] + n_keys[m] * SPAN
+                                            for m, r in enumerate(lv)])})
+        offsets.append(list(n_keys[:-1]))
+    return out, offsets
+
+
+def remaining(runs: list[dict], codes: np.ndarray, elapsed_s, q: float, min_count: int,
+              with_next: bool = False):
+    """Quantile ``q`` of {d - a : d > a} over each row's key histories (``codes`` (n, levels)
+    from `key_codes`, a = ``elapsed_s``), from the first level where at least ``min_count``
+    runs outlived a (the last level: at least one); NaN where none. Linear interpolation of
+    the log run times, as `_stats` does: at a = 0 it is the key's unconditional quantile.
+
+    ``with_next``: also the age up to which the answer's end (a + remaining) stays the same:
+    the shortest run longer than a among the levels consulted (the survivors change only
+    there), so that a caller asking again and again may cache it."""
+    codes = np.asarray(codes, np.int64)
+    a = np.broadcast_to(np.asarray(elapsed_s, float), (len(codes),))
+    la = np.clip(np.log(np.maximum(a, 1e-9)), -20.0, 40.0)  # runs are >= 1 s: log >= 0
+    out = np.full(len(codes), np.nan)
+    nxt = np.full(len(codes), np.inf)
+    todo = np.ones(len(codes), bool)
+    for i, r in enumerate(runs):
+        c = codes[:, i]
+        ok = todo & (c >= 0)
+        if not ok.any():
+            continue
+        cc = c[ok]
+        pos = np.searchsorted(r["comp"], cc * SPAN + la[ok], side="right")
+        m = r["start"][cc] + r["count"][cc] - pos  # runs of the key longer than a
+        if with_next:
+            at = np.where(m > 0, np.exp(r["ld"][np.minimum(pos, len(r["ld"]) - 1)]), np.inf)
+            nxt[ok] = np.minimum(nxt[ok], at)
+        need = 1 if i == len(runs) - 1 else min_count
+        good = m >= max(need, 1)
+        x = q * (np.maximum(m, 1) - 1)
+        lo = np.floor(x).astype(np.int64)
+        hi = np.minimum(lo + 1, np.maximum(m, 1) - 1)
+        ld = r["ld"]
+        top = len(ld) - 1
+        v = ld[np.minimum(pos + lo, top)] + (x - lo) * (
+            ld[np.minimum(pos + hi, top)] - ld[np.minimum(pos + lo, top)])
+        rows = np.flatnonzero(ok)[good]
+        out[rows] = np.exp(v[good]) - a[rows]
+        todo[rows] = False
+    return (out, nxt) if with_next else out
 
 
 def _seconds(col: pd.Series) -> np.ndarray:
@@ -124,6 +207,7 @@ class RuntimePredictor:
         self.queue_median_ = {str(k): float(v) for k, v in pd.Series(lg).groupby(
             _keys(t, ("queue",)).to_numpy()).median().items()}
         self.global_median_ = float(np.median(lg))
+        self.runs_ = [_runs(lg, _keys(t, cols).to_numpy()) for cols in self.levels]
         self.n_train_ = int(len(t))
         self.served_ = "model"
         return self
@@ -198,6 +282,24 @@ class RuntimePredictor:
             "model": served,
             "level": [names[int(i)] if i == i else "" for i in b[:, 3]],
             **base}, index=pods.index)
+
+    def key_codes(self, pods: pd.DataFrame) -> np.ndarray:
+        """(n, levels) index of each row's key in ``runs_`` per level (-1: key unseen): the
+        part of `predict_remaining` that reads the table, so a caller asking many times about
+        the same pods (the replay's drain plan) reads it once."""
+        if not hasattr(self, "runs_"):
+            raise ValueError("remaining run times need a fitted model (a loaded one carries "
+                             "no run histories)")
+        out = np.full((len(pods), len(self.levels)), -1, np.int64)
+        for i, cols in enumerate(self.levels):
+            out[:, i] = pd.Index(self.runs_[i]["keys"]).get_indexer(_keys(pods, cols).to_numpy())
+        return out
+
+    def predict_remaining(self, pods: pd.DataFrame, elapsed_s, q: float) -> np.ndarray:
+        """Quantile ``q`` of the remaining run time (s) of each pod, running for ``elapsed_s``
+        (s, scalar or per row) so far; NaN where no level has a run that long."""
+        codes = self.key_codes(pods)  # first: it says what a loaded model lacks
+        return remaining(self.runs_, codes, elapsed_s, q, self.min_count)
 
     # -- artifact -------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:

@@ -7,6 +7,11 @@
 and the forecast level, and replans when one of those moves (a big job arrives or starts, the
 10-minute forecast origin, or a departure from a drained node). Between replans the plan's
 shadow times stay as they were, as a plan published to the extender would.
+
+With ``remaining`` (the sixth look: `simulator.timeline.runtime.RemainingRuntime`) the
+residents' predicted ends are recomputed at each replan from how long each has run (a quantile
+of the remaining run time given its age) instead of start + a fixed quantile; every GPU of a
+drainable node then keeps the (job, slot) entries of its residents for that.
 """
 from __future__ import annotations
 
@@ -35,8 +40,8 @@ class DrainGate:
     """Per-node masks of where a pod may go under the drain plan."""
 
     def __init__(self, cluster, jobs, runtime_s: np.ndarray, horizon_s: float,
-                 max_hold_s: float = 0.0, plan_jobs: int | None = None, big_gpus: int = 8
-                 ) -> None:
+                 max_hold_s: float = 0.0, plan_jobs: int | None = None, big_gpus: int = 8,
+                 remaining=None) -> None:
         self.cluster, self.jobs = cluster, jobs
         self.pred = np.asarray(runtime_s, float)
         self.horizon_s, self.max_hold_s, self.big_gpus = horizon_s, max_hold_s, big_gpus
@@ -58,6 +63,13 @@ class DrainGate:
         self.providers = SimpleNamespace(fresh=self._fresh)
         self._masks: dict[int, tuple] = {}
         self.replans = 0
+        self.remaining = remaining
+        self._row = cluster.nodes.gpus >= big_gpus
+        self._e = np.full((0, 3), -1, np.int64)  # (job, node, slot) per resident entry
+        self._free: list[int] = []
+        self._e_of: dict[int, list[int]] = {}
+        self._c_end = np.full(len(jobs), -np.inf)  # cached conditional end per job
+        self._c_until = np.full(len(jobs), -np.inf)  # ... valid while now is before this
 
     def _fresh(self, slot: str):
         if slot == "drain":
@@ -82,11 +94,42 @@ class DrainGate:
         self.start[j] = t
         end = t + self.pred[j] if np.isfinite(self.pred[j]) else -np.inf  # unknown: overdue
         for node, slots in placed:
+            if self.remaining is not None and self._row[node]:
+                self._add(j, node, slots)
             self.resident.setdefault(node, {})[j] = slots
             self.slot_end[node, slots] = np.maximum(self.slot_end[node, slots], end)
             self.slot_start[node, slots] = np.minimum(self.slot_start[node, slots], t)
 
+    def _add(self, j: int, node: int, slots) -> None:
+        for slot in slots:
+            if not self._free:  # grow by doubling
+                n = len(self._e)
+                self._e = np.vstack([self._e, np.full((max(n, 1024), 3), -1, np.int64)])
+                self._free = list(range(len(self._e) - 1, n - 1, -1))
+            i = self._free.pop()
+            self._e[i] = (j, node, slot)
+            self._c_until[j] = -np.inf
+            self._e_of.setdefault(j, []).append(i)
+
+    def _conditional_end(self) -> np.ndarray:
+        """(n, G) predicted free time per GPU, each resident's end given its age now."""
+        out = np.where(self.cluster.slot_exists, -np.inf, np.inf)
+        e = self._e[self._e[:, 0] >= 0]
+        if len(e):
+            # each job's answer is cached until its age passes the next run of its history
+            stale = e[self._c_until[e[:, 0]] <= self.now, 0]
+            if len(stale):
+                stale = np.unique(stale)
+                end, until = self.remaining.end(stale, self.start[stale], self.now)
+                self._c_end[stale] = np.where(np.isfinite(end), end, -np.inf)  # unknown:
+                self._c_until[stale] = until  # overdue, as before (effective_end)
+            np.maximum.at(out, (e[:, 1], e[:, 2]), self._c_end[e[:, 0]])
+        return out
+
     def left(self, j: int, placed) -> None:
+        for i in self._e_of.pop(j, ()):
+            self._e[i] = -1
+            self._free.append(i)
         for node, _ in placed:
             res = self.resident.get(node, {})
             res.pop(j, None)
@@ -107,7 +150,8 @@ class DrainGate:
         self.replans += 1
         self._masks.clear()
         r, now = self.rows, self.now
-        end = effective_end(self.slot_end[r], self.slot_start[r], now)
+        slot_end = self.slot_end if self.remaining is None else self._conditional_end()
+        end = effective_end(slot_end[r], self.slot_start[r], now)
         end = np.where(self.cluster.slot_exists[r], end, np.inf)
         t = drain_times(end, self.big_gpus, now)
         j = self.jobs

@@ -58,7 +58,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  reserved=None, gang: bool = True, gang_timeout_s: float = 6 * 3600.0,
                  reserve_for: str = "gang", seed: int = 0, runtime_s=None,
                  max_hold_s: float | None = None, drain_jobs: int | None = None,
-                 hold_multi: float = 1.0, protect_jobs: int = 0) -> TimelineResult:
+                 hold_multi: float = 1.0, protect_jobs: int = 0,
+                 remaining=None) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -72,6 +73,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     ``drain_jobs``: draining policies, plan for the first this many pending big jobs (None: all).
     ``hold_multi``: see `hold_bounds`. ``protect_jobs``: draining policies, a pod past its
     hold bound still keeps off the nodes drained for the first this many big jobs (0: none).
+    ``remaining``: draining policies, residents' predicted ends given their age (`DrainGate`;
+    None: start + ``runtime_s``).
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -88,7 +91,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         raise ValueError(f"policy {policy} needs predicted run times")
     hold = (MAX_HOLD_S if max_hold_s is None else max_hold_s) if backfill else 0.0
     if placer.drain:  # issue 28's targeted draining answers the same gate questions
-        gate = DrainGate(c, jobs, runtime_s, reserved.horizon_s, hold, drain_jobs)
+        gate = DrainGate(c, jobs, runtime_s, reserved.horizon_s, hold, drain_jobs,
+                         remaining=remaining)
     else:
         gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0,
                                max_hold_s=hold) if placer.reserve else None

@@ -10,7 +10,8 @@ from simulator.timeline.engine import TimelineResult, run_timeline
 from simulator.timeline.forecast import ReservedSchedule
 from simulator.timeline.metrics import backfill_summary, summarize
 from simulator.timeline.policies import POLICIES, PREDICTED_RUNTIME, Placer
-from simulator.timeline.runtime import accuracy, predicted_runtimes
+from simulator.timeline.runtime import RemainingRuntime, accuracy, online_models, \
+    predicted_runtimes
 from simulator.timeline.workload import Jobs, generate_jobs
 
 WARMUP_S = 86400.0
@@ -34,6 +35,9 @@ class CaseConfig:
     drain_jobs: int | None = None  # draining: pending big jobs planned for (None: all)
     hold_multi: float = 1.0  # 2-4 GPU jobs' hold bound: max_hold_s x this (inf: none)
     protect_jobs: int = 0  # draining: aged pods keep off the first N big jobs' drained nodes
+    # draining with predicted run times: residents' ends from this quantile of the remaining
+    # run time given their age (None: start + runtime_quantile's prediction)
+    resident_quantile: float | None = None
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 
@@ -83,10 +87,10 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
     t0, t1 = -WARMUP_S, cfg.days * 86400.0
     rows, raw = [], {}
     schedule_for = schedule_maker(jobs, cfg, t0, t1)
-    preds = None
+    preds = remain = None
 
     for p in cfg.policies:
-        sched, fc_s, runtime = None, 0.0, None
+        sched, fc_s, runtime, rem = None, 0.0, None, None
         placer = Placer(p)
         mode = placer.reserve
         if mode:
@@ -95,7 +99,11 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
             if placer.backfill and (mode != "oracle" or p in PREDICTED_RUNTIME):
                 if preds is None:
                     preds = predicted_runtimes(jobs, t0, t1)
+                    if cfg.resident_quantile is not None:  # the same refits, fitted again
+                        remain = RemainingRuntime(cfg.resident_quantile).fit(
+                            jobs, online_models(jobs, t0, t1))
                 runtime = preds[cfg.runtime_quantile].to_numpy()
+                rem = remain if placer.drain else None
             elif placer.backfill:
                 runtime = jobs.duration
             fc_s = time.perf_counter() - w0
@@ -104,7 +112,8 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
         res = run_timeline(nodes, jobs, p, t0, t1, reserved=sched, gang=cfg.gang,
                            reserve_for=cfg.reserve_for, seed=cfg.seed, runtime_s=runtime,
                            max_hold_s=cfg.max_hold_s, drain_jobs=cfg.drain_jobs,
-                           hold_multi=cfg.hold_multi, protect_jobs=cfg.protect_jobs)
+                           hold_multi=cfg.hold_multi, protect_jobs=cfg.protect_jobs,
+                           remaining=rem)
         cpu = time.process_time() - c0
         row = summarize(jobs, res, 0.0, t1)
         if placer.backfill:

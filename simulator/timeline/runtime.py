@@ -27,27 +27,76 @@ def pods_table(jobs: Jobs, idx: np.ndarray) -> pd.DataFrame:
         "finished": jobs.arrival[idx] + jobs.duration[idx]})
 
 
-def predicted_runtimes(jobs: Jobs, t_start: float, t_end: float, refit_s: float = 86400.0
-                       ) -> pd.DataFrame:
-    """p10/p50/p90 (s) per job arriving in [t_start, t_end) (NaN elsewhere), each from the
-    model fitted at the last refit before its arrival."""
+def online_models(jobs: Jobs, t_start: float, t_end: float, refit_s: float = 86400.0
+                  ) -> list[tuple[object, np.ndarray]]:
+    """(model, jobs it answers) per refit: the model fitted on the jobs finished before the
+    refit time answers those arriving in the next ``refit_s`` (refits with too few finished
+    runs are skipped: their jobs stay unknown, never lent a reserved node)."""
     from forecaster.runtime.model import RuntimePredictor
 
-    out = pd.DataFrame(np.nan, index=np.arange(len(jobs)), columns=["p10", "p50", "p90"])
+    out = []
     t = t_start
     while t < t_end:
+        ask = np.flatnonzero((jobs.arrival >= t) & (jobs.arrival < min(t + refit_s, t_end)))
         done = np.flatnonzero(jobs.arrival + jobs.duration < t)
+        t += refit_s
         try:
             model = RuntimePredictor().fit(pods_table(jobs, done))
-        except ValueError:  # too few finished runs yet: unknown (never lent a reserved node)
-            t += refit_s
+        except ValueError:
             continue
-        ask = np.flatnonzero((jobs.arrival >= t) & (jobs.arrival < min(t + refit_s, t_end)))
         if len(ask):
-            p = model.predict(pods_table(jobs, ask))
-            out.loc[ask, ["p10", "p50", "p90"]] = p[["p10", "p50", "p90"]].to_numpy()
-        t += refit_s
+            out.append((model, ask))
     return out
+
+
+def predicted_runtimes(jobs: Jobs, t_start: float, t_end: float, refit_s: float = 86400.0,
+                       models: list | None = None) -> pd.DataFrame:
+    """p10/p50/p90 (s) per job arriving in [t_start, t_end) (NaN elsewhere), each from the
+    model fitted at the last refit before its arrival (``models``: `online_models`' output,
+    to reuse)."""
+    out = pd.DataFrame(np.nan, index=np.arange(len(jobs)), columns=["p10", "p50", "p90"])
+    for model, ask in models if models is not None else online_models(jobs, t_start, t_end,
+                                                                       refit_s):
+        p = model.predict(pods_table(jobs, ask))
+        out.loc[ask, ["p10", "p50", "p90"]] = p[["p10", "p50", "p90"]].to_numpy()
+    return out
+
+
+class RemainingRuntime:
+    """Residents' predicted ends given how long they have run (the sixth look): quantile ``q``
+    of the remaining run time of each job from the online model that predicted it
+    (`RuntimePredictor.predict_remaining`, every refit's histories merged so that one call
+    answers residents of several days). Fitted from `online_models`' output."""
+
+    def __init__(self, q: float) -> None:
+        self.q = q
+
+    def fit(self, jobs: Jobs, models: list[tuple[object, np.ndarray]]) -> "RemainingRuntime":
+        from forecaster.runtime.model import merge_runs
+
+        self.runs_, off = merge_runs([m.runs_ for m, _ in models]) if models else ([], [])
+        n_lv = len(self.runs_)
+        self.codes_ = np.full((len(jobs), n_lv), -1, np.int64)
+        self.min_count_ = models[0][0].min_count if models else 0
+        for i, (m, ask) in enumerate(models):
+            c = m.key_codes(pods_table(jobs, ask))
+            self.codes_[ask] = np.where(c >= 0, c + np.array([off[lv][i] for lv in
+                                                              range(n_lv)]), -1)
+        return self
+
+    def end(self, j: np.ndarray, start: np.ndarray, now: float
+            ) -> tuple[np.ndarray, np.ndarray]:
+        """Predicted end (absolute s; NaN: unknown) of jobs ``j`` started at ``start``, asked
+        at ``now``, and until when (absolute s) that answer holds."""
+        from forecaster.runtime.model import remaining
+
+        if not self.runs_:
+            return np.full(len(j), np.nan), np.full(len(j), np.inf)
+        start = np.asarray(start, float)
+        age = np.maximum(now - start, 0.0)
+        rem, nxt = remaining(self.runs_, self.codes_[j], age, self.q, self.min_count_,
+                             with_next=True)
+        return now + rem, start + nxt
 
 
 def accuracy(jobs: Jobs, pred: pd.DataFrame, mask: np.ndarray) -> dict:

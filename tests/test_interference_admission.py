@@ -2,6 +2,7 @@
 placements the co-location gate may let through, not to a fixed quantile."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from artifacts.adapters import InterferenceAdapter
 from features.h200 import load_h200_pairs
 from forecaster.interference.admission import admission_q, q_at
+from forecaster.interference.artifact import _digest
 from forecaster.interference.features import directed
 from forecaster.interference.model import InterferenceModel
 from ground.errors import ForesightError
@@ -113,7 +115,36 @@ def test_admission_bound_refuses_fewer_safe_h200_placements_than_the_p10(fitted,
     assert got == pytest.approx(back.admit_bound("mps", want["a_speed_pred"].to_numpy(),
                                                  want["a_speed_unit"].to_numpy(),
                                                  want["a_speed_p10"].to_numpy(), 0.8)[0])
-    assert got > la  # less pessimistic than the p10 at this floor
+    # the default constant margin: the point less the mode's q at that floor
+    assert back.admit_margin == "constant" and ua == 1.0
+    assert got == pytest.approx(min(pa, pa - back.admit_q_["mps"]["0.8"]))
+
+
+def test_scaled_margin_and_artifacts_saved_before_the_choice_hold_to_the_scale(tmp_path):
+    if not (DATA / "h200c" / "pairs.csv").is_file():
+        pytest.skip("data/h200* measurements not in this checkout")
+    train = pd.concat([load_h200_pairs(DATA / d) for d in ("h200", "h200b")], ignore_index=True)
+    test = load_h200_pairs(DATA / "h200c")
+    scaled = InterferenceModel(n_estimators=60, admit_margin="scaled").fit(train)
+    const = InterferenceModel(n_estimators=60).fit(train)
+    ps, pc = scaled.predict(test, admit=True), const.predict(test, admit=True)
+    # the same point and p10; only the unit the admission q multiplies differs
+    assert np.allclose(ps["a_speed_pred"], pc["a_speed_pred"])
+    assert np.allclose(ps["a_speed_p10"], pc["a_speed_p10"])
+    us, uc = ps["a_speed_unit"].to_numpy(), pc["a_speed_unit"].to_numpy()
+    on = ~np.isnan(uc)
+    assert on.any() and (uc[on] == 1.0).all() and np.unique(us[on]).size > 10
+    # an artifact written before `admit_margin` existed had its q calibrated in scale units
+    path = scaled.save(tmp_path / "m")
+    body = json.loads((path / "manifest.json").read_text())
+    del body["params"]["admit_margin"]
+    body["checksum"] = _digest({k: v for k, v in body.items() if k != "checksum"})
+    (path / "manifest.json").write_text(json.dumps(body))
+    old = InterferenceModel.load(path)
+    assert old.admit_margin == "scaled"
+    assert np.allclose(old.predict(test, admit=True)["a_speed_unit"], us, equal_nan=True)
+    with pytest.raises(ForesightError, match="admit_margin"):
+        InterferenceModel(admit_margin="wide").fit(train)
 
 
 def test_admit_risk_out_of_range_is_one_clear_error():

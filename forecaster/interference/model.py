@@ -45,7 +45,8 @@ class InterferenceModel:
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
                  mps_form: str = "priority", margin: str = "scaled",
-                 admit_risk: float | None = 0.05, n_threads: int = 1, seed: int = 0) -> None:
+                 admit_risk: float | None = 0.05, admit_margin: str = "constant",
+                 n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.num_leaves = num_leaves
@@ -59,6 +60,9 @@ class InterferenceModel:
         # share of unsafe placements the co-location gate may admit (admission.py); None:
         # the gate holds minimum speeds to the p10
         self.admit_risk = admit_risk
+        # the admission bound is point - q ("constant") or point - q x the p10's learned scale
+        # ("scaled"); admission.py says why constant is the default
+        self.admit_margin = admit_margin
         self.n_threads = n_threads
         self.seed = seed
 
@@ -68,6 +72,9 @@ class InterferenceModel:
             raise ForesightError(f"margin must be 'scaled' or 'band', not {self.margin!r}")
         if not 0.0 < self.alpha <= 0.5:
             raise ForesightError(f"alpha (the bound's level) must be in (0, 0.5], not {self.alpha}")
+        if self.admit_margin not in ("constant", "scaled"):
+            raise ForesightError("admit_margin must be 'constant' or 'scaled', not "
+                                 f"{self.admit_margin!r}")
         if self.admit_risk is not None and not 0.0 < self.admit_risk < 0.5:
             raise ForesightError("admit_risk (the share of unsafe placements the co-location "
                                  f"gate may admit) must be in (0, 0.5), not {self.admit_risk}")
@@ -228,8 +235,10 @@ class InterferenceModel:
             if fitted is not None:
                 self.scale_, self.scale_q_, self.scale_q_mode_ = fitted[:3]
                 if self.admit_risk is not None:
-                    self.admit_q_ = admission_table(chosen[on], yb[on], fitted.held_scale,
-                                                    modes, self.admit_risk)
+                    unit = fitted.held_scale if self.admit_margin == "scaled" \
+                        else np.ones(int(on.sum()))
+                    self.admit_q_ = admission_table(chosen[on], yb[on], unit, modes,
+                                                    self.admit_risk)
         self.calibration_rows_ = int(n)
 
     def _modes(self, X: np.ndarray) -> np.ndarray:
@@ -297,7 +306,8 @@ class InterferenceModel:
     # --------------------------------------------------------------- prediction
     def predict(self, pairs: pd.DataFrame, admit: bool = False) -> pd.DataFrame:
         """`a_speed_pred`, `b_speed_pred`, `a_speed_p10`, `b_speed_p10`, one row per pair;
-        with `admit`, also `a_speed_unit`, `b_speed_unit`: the learned margin scale that
+        with `admit`, also `a_speed_unit`, `b_speed_unit`: the admission margin unit (1, or the
+        learned scale with `admit_margin="scaled"`) that
         `admit_bound` turns into the bound a minimum speed is held to (NaN: no scale)."""
         if not hasattr(self, "point_"):
             raise ForesightError("interference model is not fitted")
@@ -331,6 +341,8 @@ class InterferenceModel:
                 unit = np.where(np.isnan(prior), np.nan, scaled_margin(
                     self.scale_, 1.0, np.column_stack([X, point]), self.n_threads))
                 low = np.where(np.isnan(prior), low, point - q * unit)
+                if getattr(self, "admit_margin", "scaled") == "constant":
+                    unit = np.where(np.isnan(unit), np.nan, 1.0)
             elif prior is not None and self.band_offsets_:
                 off = self.band_offsets_
                 q = np.array([off.get(str(b), off.get("", 0.0)) for b in band(point)])

@@ -56,10 +56,12 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
               else f"p10 conformal offset {m['conformal_offset']:+.4f}")
     console.print(f"fitted on {m['pairs']} pairs ({m['directed_rows']} measured directions, "
                   f"{m['workloads']} workloads); {margin}; saved to {model_dir}")
-    if m.get("admit_q_mode"):
-        console.print(f"min-speed held to point - q x scale, q for {admit_risk:.0%} of unsafe "
-                      "placements admitted: " + ", ".join(
-                          f"{k} {v:.2f}" for k, v in sorted(m["admit_q_mode"].items())))
+    if m.get("admit_q"):
+        unit = "" if model.admit_margin == "constant" else " x scale"
+        console.print(f"min-speed held to point - q{unit}, q for {admit_risk:.0%} of unsafe "
+                      "placements admitted (at min-speed 0.8): " + ", ".join(
+                          f"{k} {v['0.8']:.3f}" for k, v in sorted(m["admit_q"].items())
+                          if "0.8" in v))
     if m.get("mechanism_modes"):
         held = m.get("held_out_mae") or {}
         console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; serving "

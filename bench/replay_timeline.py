@@ -66,7 +66,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                    and r.get("drain_jobs", "all") == _drain_label(a)
                                    and r.get("hold_multi", 1.0) == a.hold_multi
                                    and r.get("protect_jobs", 0) == a.protect_jobs
-                                   and r.get("resident_quantile") == a.resident_quantile}
+                                   and r.get("resident_quantile") == a.resident_quantile
+                                   and r.get("resident_floor", False) == a.resident_floor}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -81,7 +82,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                  quantile=a.quantile, runtime_quantile=a.runtime_quantile,
                                  max_hold_s=a.max_hold, drain_jobs=a.drain_jobs,
                                  hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
-                                 resident_quantile=a.resident_quantile)
+                                 resident_quantile=a.resident_quantile,
+                                 resident_floor=a.resident_floor)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
@@ -90,6 +92,7 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                              max_hold_s=a.max_hold, drain_jobs=_drain_label(a),
                              hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
                              resident_quantile=a.resident_quantile,
+                             resident_floor=a.resident_floor,
                              load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
@@ -264,6 +267,10 @@ def main() -> None:
                     help="draining with predicted run times: residents' predicted ends from "
                          "this quantile (0-1) of the remaining run time given their age "
                          "(default: start + the --runtime-quantile prediction)")
+    ap.add_argument("--resident-floor", action="store_true",
+                    help="with --resident-quantile: a resident's predicted end is never "
+                         "before start + its --runtime-quantile prediction (age is read only "
+                         "past it)")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

@@ -2,7 +2,8 @@
 against the third try's fixed ends, from the cached runs (no replay here).
 
 Runs: nice .venv/bin/python bench/replay_timeline.py --phase dev28f --days 2 \
-          --runtime-quantile p90 --max-hold 1800 --resident-quantile Q --profiles dlrm,helios \
+          --runtime-quantile p90 --max-hold 1800 --resident-quantile Q [--resident-floor] \
+          --profiles dlrm,helios \
           --seeds 0-2 --policies foresight-drain,drain-flat   (and --phase final28f --seeds
           100-104 for the chosen Q). `drain-oracle` plans with the true run times, so the
           resident quantile does not reach it: it and `fgd` are read from the earlier phases
@@ -34,9 +35,10 @@ def pick(runs: list[dict], phases, policy: str, prof: str, seed: int, rq="any") 
     for ph in (phases,) if isinstance(phases, str) else phases:
         got = [r for r in runs if r["phase"] == ph and r["policy"] == policy
                and r["profile"] == prof and r["seed"] == seed and r["days"] == 2.0
-               and r["gang_semantics"] and r.get("max_hold_s") == 1800.0
-               and r.get("runtime_quantile") == "p90"
-               and (rq == "any" or r.get("resident_quantile") == rq)]
+               and r["gang_semantics"] and (policy == "fgd" or (  # fgd reads neither
+                   r.get("max_hold_s") == 1800.0 and r.get("runtime_quantile") == "p90"))
+               and (rq == "any" or (r.get("resident_quantile"),
+                                    r.get("resident_floor", False)) == rq)]
         if got:
             return got[-1]
     return None
@@ -48,7 +50,8 @@ def table(runs: list[dict], phase: str) -> list[str]:
     out = []
     for prof in sorted({r["profile"] for r in mine}):
         seeds = sorted({r["seed"] for r in mine if r["profile"] == prof})
-        qs = sorted({r.get("resident_quantile") for r in mine if r["profile"] == prof})
+        qs = sorted({(r.get("resident_quantile"), r.get("resident_floor", False))
+                     for r in mine if r["profile"] == prof})
         out += [f"### {prof}, seeds {seeds}", "",
                 "| residents' ends | drain-flat | foresight-drain | drain-oracle | "
                 "flat -> oracle closed | per seed (flat / drain / oracle) | 1-GPU p95 | "
@@ -58,7 +61,7 @@ def table(runs: list[dict], phase: str) -> list[str]:
         for q, ph in settings:
             rows = {}
             for s in seeds:
-                rq = None if q is None else q
+                rq = q
                 flat = pick(runs, ph, "drain-flat", prof, s, rq if ph == phase else "any")
                 new = pick(runs, ph, "foresight-drain", prof, s, rq if ph == phase else "any")
                 orc = pick(runs, oracle_ph, "drain-oracle", prof, s)
@@ -77,7 +80,8 @@ def table(runs: list[dict], phase: str) -> list[str]:
                   for i in (1, 3)]
             al = [float(np.mean([v[i]["alloc_mean"] for v in rows.values()])) for i in (1, 3)]
             label = (f"fixed: start + p90 ({fixed_ph})" if q is None else
-                     f"given age, q = {q:g}")
+                     f"given age, q = {q[0]:g}" + (", no earlier than start + p90"
+                                                    if q[1] else ""))
             miss = "" if len(rows) == len(seeds) else f" (seeds {sorted(rows)})"
             out.append(f"| {label}{miss} | {f:.1f} | {n:.1f} | {o:.1f} | {closed} | {per} | "
                        f"{m(1, '1'):.1f} | {m(1, 'frac'):.1f} | {bound[0]:.1f} / "

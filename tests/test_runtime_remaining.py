@@ -125,3 +125,25 @@ def test_replay_remaining_runtime_asks_each_jobs_own_refit():
     assert end[0] - arr[n - 1] == pytest.approx(10000.0)
     # a job no refit answered (history) is unknown
     assert np.isnan(rem.end(np.array([0]), arr[:1], 0.0)[0][0])
+
+
+def test_a_floor_keeps_young_residents_at_the_fixed_prediction():
+    from simulator.timeline.runtime import RemainingRuntime, online_models
+    from simulator.timeline.workload import Jobs
+
+    arr = np.concatenate([np.arange(-86000.0, -80000.0, 600.0), [10.0, 20.0]])
+    dur = np.concatenate([np.full(5, 100.0), np.full(5, 10000.0), [1.0, 1.0]])
+    n = len(arr)
+    one = np.ones(n, int)
+    jobs = Jobs(arr, dur, one, one, one * 1000, np.zeros(n, int), np.zeros(n, int), ("q",),
+                workload=np.array(["w"] * n))
+    floor = np.full(n, 5000.0)
+    floor[-1] = np.nan  # unknown prediction: the conditional end alone
+    rem = RemainingRuntime(0.5).fit(jobs, online_models(jobs, 0.0, 86400.0), floor_s=floor)
+    j = np.array([n - 2, n - 1])
+    end, _ = rem.end(j, arr[j], arr[j])
+    assert end[0] == pytest.approx(arr[n - 2] + 5000.0)  # young: the floor
+    assert end[1] < arr[n - 1] + 5000.0
+    # past the short mode the conditional end (10,000 s runs) is later than the floor
+    end, _ = rem.end(j[:1], arr[j[:1]], arr[n - 2] + 200.0)
+    assert end[0] == pytest.approx(arr[n - 2] + 10000.0)

@@ -38,6 +38,7 @@ class CaseConfig:
     # draining with predicted run times: residents' ends from this quantile of the remaining
     # run time given their age (None: start + runtime_quantile's prediction)
     resident_quantile: float | None = None
+    resident_floor: bool = False  # ... and no earlier than start + runtime_quantile's
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 
@@ -100,8 +101,10 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
                 if preds is None:
                     preds = predicted_runtimes(jobs, t0, t1)
                     if cfg.resident_quantile is not None:  # the same refits, fitted again
+                        floor = preds[cfg.runtime_quantile].to_numpy() \
+                            if cfg.resident_floor else None
                         remain = RemainingRuntime(cfg.resident_quantile).fit(
-                            jobs, online_models(jobs, t0, t1))
+                            jobs, online_models(jobs, t0, t1), floor_s=floor)
                 runtime = preds[cfg.runtime_quantile].to_numpy()
                 rem = remain if placer.drain else None
             elif placer.backfill:

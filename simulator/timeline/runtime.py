@@ -71,8 +71,13 @@ class RemainingRuntime:
     def __init__(self, q: float) -> None:
         self.q = q
 
-    def fit(self, jobs: Jobs, models: list[tuple[object, np.ndarray]]) -> "RemainingRuntime":
+    def fit(self, jobs: Jobs, models: list[tuple[object, np.ndarray]],
+            floor_s: np.ndarray | None = None) -> "RemainingRuntime":
+        """``floor_s``: per job, a run time its predicted end is never before (start +
+        floor_s: the fixed prediction, so that only residents past it read their age)."""
         from forecaster.runtime.model import merge_runs
+
+        self.floor_ = None if floor_s is None else np.asarray(floor_s, float)
 
         self.runs_, off = merge_runs([m.runs_ for m, _ in models]) if models else ([], [])
         n_lv = len(self.runs_)
@@ -96,7 +101,10 @@ class RemainingRuntime:
         age = np.maximum(now - start, 0.0)
         rem, nxt = remaining(self.runs_, self.codes_[j], age, self.q, self.min_count_,
                              with_next=True)
-        return now + rem, start + nxt
+        end = now + rem
+        if self.floor_ is not None:  # NaN floor (unknown) leaves the conditional end
+            end = np.fmax(end, start + self.floor_[j])
+        return end, start + nxt
 
 
 def accuracy(jobs: Jobs, pred: pd.DataFrame, mask: np.ndarray) -> dict:

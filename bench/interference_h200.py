@@ -292,6 +292,8 @@ def main() -> None:
     ap.add_argument("--data", default=str(default if default.is_dir() else ROOT / "data" / "h200"))
     ap.add_argument("--part", choices=["dev", "final", "all", "pool"], default="dev")
     ap.add_argument("--mechanism", choices=["on", "off"], default="on")
+    ap.add_argument("--ts-form", choices=["ready", "busy"], default="ready",
+                    help="time-slicing form (mechanism.timeslice_speed); busy: before 2026-11-26")
     ap.add_argument("--mps-form", choices=["priority", "hogging"], default="priority",
                     help="the MPS form of the structured part (hogging: the earlier one)")
     ap.add_argument("--margin", choices=["scaled", "band"], default="scaled",
@@ -316,7 +318,8 @@ def main() -> None:
     extra = pd.concat([load_h200_pairs(x) for x in extras], ignore_index=True) if extras else None
     if a.no_step:
         pairs = pairs.drop(columns=["a_step_s", "b_step_s"])
-    params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form, "margin": a.margin}
+    params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form, "ts_form": a.ts_form,
+              "margin": a.margin}
     if a.trees is not None:
         params["n_estimators"] = a.trees
     if a.alpha is not None:
@@ -344,7 +347,8 @@ def main() -> None:
              f"Command: `{cmd.strip()}`  ", f"Machine: {machine()}  ",
              f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ",
              data_line(a, pairs, names, extras, folds, sets if a.part == "pool" else [])
-             + f"; mechanism {a.mechanism} (MPS form {a.mps_form}, p10 margin {a.margin}"
+             + f"; mechanism {a.mechanism} (MPS form {a.mps_form}, time-slicing form {a.ts_form}, "
+             f"p10 margin {a.margin}"
              f"{f', bound level alpha {a.alpha}' if a.alpha is not None else ''}), "
              f"step time "
              f"{'dropped' if a.no_step else 'from the solo step'}; {took:.0f} s.", "",

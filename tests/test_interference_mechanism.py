@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from features.h200 import load_h200_pairs
-from forecaster.interference.mechanism import SharingMechanism, mps_speed, timeslice_speed
+from forecaster.interference.mechanism import (SharingMechanism, _ready, _slice_speed, mps_speed,
+                                                timeslice_speed)
 from forecaster.interference.model import InterferenceModel
 
 H200 = Path(__file__).resolve().parent.parent / "data" / "h200"
@@ -31,6 +32,34 @@ def test_timeslice_idle_partner_costs_nothing_and_short_steps_wait_a_slice():
     gemm = timeslice_speed(np.array([1.0]), np.array([6e-3]), np.array([0.8]),
                            np.array([2e-4]), slice_ms=2.0, switch_ms=0.2)
     assert short[0] < 0.15 and gemm[0] > 0.8  # asymmetric: speed_a != speed_b
+
+
+@pytest.mark.parametrize("ready", [False, True])
+def test_timeslice_hand_made_cases_hold_in_both_forms(ready):
+    one = np.ones(1)
+    both = timeslice_speed(one, 0.02 * one, one, 0.02 * one, 2.0, 0.0, ready=ready)
+    assert both[0] == pytest.approx(0.5, abs=0.02)
+    idle = timeslice_speed(np.array([0.9]), np.array([0.01]), np.array([0.0]),
+                           np.array([0.01]), 2.0, 0.2, ready=ready)
+    assert idle[0] == pytest.approx(1.0)
+
+
+def test_ready_form_charges_a_launch_bound_partner_more_than_its_util_says():
+    # a 27 %-busy partner of 5 ms steps (tiny kernels between CPU launches, the H200's
+    # small_kernels): held back by the job's slices, it has work queued far more than 27 % of
+    # the time, and takes the slice each time (on the H200 its partners ran at 0.72-0.78)
+    job = (np.array([1.0]), np.array([0.02]))
+    launch = (np.array([0.27]), np.array([0.005]))
+    busy = timeslice_speed(*job, *launch, 2.0, 0.15)[0]
+    ready = timeslice_speed(*job, *launch, 2.0, 0.15, ready=True)[0]
+    assert ready < busy - 0.03
+    # the fixed point: each side's speed is the form's at the other side's readiness
+    back = timeslice_speed(*launch, *job, 2.0, 0.15, ready=True)[0]
+    assert 0.0 < back < 1.0
+    assert ready == pytest.approx(
+        _slice_speed(*job, *launch, _ready(launch[0], np.array([back])), 2.0, 0.15)[0], abs=1e-6)
+    assert back == pytest.approx(
+        _slice_speed(*launch, *job, _ready(job[0], np.array([ready])), 2.0, 0.15)[0], abs=1e-6)
 
 
 def test_mps_hog_keeps_its_speed_and_starves_a_light_partner():

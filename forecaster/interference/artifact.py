@@ -41,7 +41,8 @@ def save_model(model: "InterferenceModel", path: str | Path) -> Path:
         "kind": "interference",
         "params": {k: getattr(model, k) for k in (
             "n_estimators", "learning_rate", "num_leaves", "min_child_samples", "alpha",
-            "n_folds", "use_identity", "mechanism", "margin", "admit_risk", "admit_margin",
+            "n_folds", "use_identity", "mechanism", "mps_form", "ts_form", "margin",
+            "admit_risk", "admit_margin",
             "n_threads", "seed")},
         "mechanism": model.mechanism_.to_json() if model.mechanism_ is not None else None,
         "band_offsets": model.band_offsets_, "base": model.base_, "solo": model.solo_,
@@ -90,6 +91,8 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     m = cls(**{k: v for k, v in body["params"].items() if k in known})
     if "admit_margin" not in body["params"]:  # saved when the bound was scaled
         m.admit_margin = "scaled"
+    if "ts_form" not in body["params"]:  # saved when time-slicing had one form
+        m.ts_form = "busy"
     m.point_ = lgb.Booster(model_str=texts["point.txt"])
     m.plain_ = lgb.Booster(model_str=texts["plain.txt"]) if "plain.txt" in texts else None
     m.p10_ = lgb.Booster(model_str=texts["p10.txt"]) if "p10.txt" in texts else None

@@ -4,8 +4,9 @@ model, one small physical form per `sharing` value, its few parameters fit to th
 - `timeslice` (the driver round-robins contexts, what the device plugin's time-slicing gives
   pods): a job of step time `s` (one sync-to-sync iteration) whose GPU work `w = util * s` needs
   `ceil(w / T)` slices waits, before each, for the partner's slice: `min(T, w_partner)` (a
-  partner of short bursts yields early) plus a context switch `c`, when the partner is busy
-  (probability: its GPU util). Two always-busy jobs of long steps get ~0.5 each; a job of short
+  partner of short bursts yields early) plus a context switch `c`, when the partner has work
+  queued (probability: its GPU util, or with `ts_form="ready"`, the default of the model,
+  1 - (1 - util) x its co-located speed, both speeds solved together). Two always-busy jobs of long steps get ~0.5 each; a job of short
   steps beside one of long kernels waits out a whole slice every step (0.09 for an embedding
   gather beside a GEMM on the H200); an idle partner costs nothing. Parameters: `T`, `c` (ms).
 - `mps` (kernels of both run at once): while the partner is busy (its GPU util), the two contend
@@ -38,6 +39,7 @@ _EPS = 0.02  # keeps the MPS hogging finite for a job that is never idle
 _MAX_WEIGHT = 4.0  # |weight| of the busy-share and DRAM terms (the 5-number hogging form)
 #: Ridge on the MPS priority weights: a few dozen pairs per fit, seven weights.
 _MPS_RIDGE = 0.03
+_READY_ITERS = 12  # the pair's fixed point settles to < 1e-4 within ~8 on the H200 pairs
 _MPS_FEATURES = ("hogging", "log10 step ms", "tensor", "dram", "occupancy", "log util",
                  "sm per busy")
 _STARTS = {"timeslice": ([2.0, 0.2], [5.0, 0.5], [1.0, 0.05]),
@@ -56,12 +58,36 @@ def _busy(d: Mapping[str, Any], role: str, n: int) -> np.ndarray:
 
 
 def timeslice_speed(u: np.ndarray, s: np.ndarray, up: np.ndarray, sp: np.ndarray,
-                    slice_ms: float, switch_ms: float) -> np.ndarray:
-    """Round-robin speed of a job (busy share u, step s seconds) beside a partner (up, sp)."""
+                    slice_ms: float, switch_ms: float, ready: bool = False) -> np.ndarray:
+    """Round-robin speed of a job (busy share u, step s seconds) beside a partner (up, sp).
+
+    The partner takes a slice when it has work queued at one of the job's slice ends: with
+    probability its solo busy share, or, with `ready`, the share of wall time it is not in its
+    own CPU phase while co-located, 1 - (1 - up) x its co-located speed (a partner held back by
+    the job's slices is ready more often than its solo util says: a launch-bound job's tiny
+    kernels queue up behind every slice). The two speeds then depend on each other: solved by
+    fixed-point iteration from 1."""
+    if not ready:
+        return _slice_speed(u, s, up, sp, up, slice_ms, switch_ms)
+    v_self, v_part = np.ones(np.shape(u)), np.ones(np.shape(up))
+    for _ in range(_READY_ITERS):
+        v_self, v_part = (_slice_speed(u, s, up, sp, _ready(up, v_part), slice_ms, switch_ms),
+                          _slice_speed(up, sp, u, s, _ready(u, v_self), slice_ms, switch_ms))
+    return v_self
+
+
+def _ready(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Share of wall time a job of busy share u, co-located at speed v, has GPU work queued or
+    running (1 - its CPU phase's share); a job with no GPU work never has."""
+    return np.where(u > 0, 1.0 - (1.0 - u) * v, 0.0)
+
+
+def _slice_speed(u: np.ndarray, s: np.ndarray, up: np.ndarray, sp: np.ndarray,
+                 p_ready: np.ndarray, slice_ms: float, switch_ms: float) -> np.ndarray:
     s_ms, w = 1e3 * s, 1e3 * u * s
     waits = np.maximum(1.0, np.ceil(w / slice_ms))
     hold = np.minimum(slice_ms, 1e3 * up * sp) + switch_ms
-    return s_ms / (s_ms + up * waits * hold)
+    return s_ms / (s_ms + p_ready * waits * hold)
 
 
 def mps_priority_x(u: np.ndarray, sm: np.ndarray, step_s: np.ndarray, tensor: np.ndarray,
@@ -106,9 +132,11 @@ class SharingMechanism:
     """fit(directed rows, y) / predict(directed rows): the mechanism's speed per directed row,
     NaN where the row's sharing mode has no form (mig, node) or was not fit."""
 
-    def __init__(self, min_rows: int = 6, mps_form: str = "priority") -> None:
+    def __init__(self, min_rows: int = 6, mps_form: str = "priority",
+                 ts_form: str = "busy") -> None:
         self.min_rows = min_rows
         self.mps_form = mps_form  # "priority", or "hogging": needs util, SM and DRAM only
+        self.ts_form = ts_form  # "busy" (the partner's solo util), or "ready" (timeslice_speed)
 
     def _inputs(self, d: Mapping[str, Any]) -> dict[str, np.ndarray]:
         if "sharing" in d:
@@ -143,7 +171,8 @@ class SharingMechanism:
         s, sp = self._steps(x)
         if mode == "timeslice":
             return timeslice_speed(x["self_u"], s, x["partner_u"], sp,
-                                   abs(params[0]) + 1e-3, abs(params[1]))
+                                   abs(params[0]) + 1e-3, abs(params[1]),
+                                   ready=self.ts_form == "ready")
         if self.mps_form == "hogging":
             return mps_speed(x["self_u"], x["self_sm"], x["self_dram"], x["partner_u"],
                              x["partner_sm"], x["partner_dram"], params)
@@ -211,13 +240,15 @@ class SharingMechanism:
         return np.clip(out, 0.01, 1.0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"min_rows": self.min_rows, "mps_form": self.mps_form, "params": self.params_}
+        return {"min_rows": self.min_rows, "mps_form": self.mps_form, "ts_form": self.ts_form,
+                "params": self.params_}
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> "SharingMechanism":
         params = dict(body["params"])
         old = len(params.get("mps", ())) == 5  # saved before mps_form existed
         m = cls(min_rows=int(body.get("min_rows", 6)),
-                mps_form=str(body.get("mps_form", "hogging" if old else "priority")))
+                mps_form=str(body.get("mps_form", "hogging" if old else "priority")),
+                ts_form=str(body.get("ts_form", "busy")))
         m.params_ = params
         return m

@@ -292,7 +292,7 @@ def main() -> None:
     ap.add_argument("--data", default=str(default if default.is_dir() else ROOT / "data" / "h200"))
     ap.add_argument("--part", choices=["dev", "final", "all", "pool"], default="dev")
     ap.add_argument("--mechanism", choices=["on", "off"], default="on")
-    ap.add_argument("--ts-form", choices=["ready", "busy"], default="ready",
+    ap.add_argument("--ts-form", choices=["conserve", "ready", "busy"], default="conserve",
                     help="time-slicing form (mechanism.timeslice_speed); busy: before 2026-11-26")
     ap.add_argument("--mps-form", choices=["priority", "hogging"], default="priority",
                     help="the MPS form of the structured part (hogging: the earlier one)")

@@ -34,14 +34,46 @@ def test_timeslice_idle_partner_costs_nothing_and_short_steps_wait_a_slice():
     assert short[0] < 0.15 and gemm[0] > 0.8  # asymmetric: speed_a != speed_b
 
 
-@pytest.mark.parametrize("ready", [False, True])
-def test_timeslice_hand_made_cases_hold_in_both_forms(ready):
+@pytest.mark.parametrize("ready,occupancy", [(False, None), (True, None), (True, 0.95)])
+def test_timeslice_hand_made_cases_hold_in_every_form(ready, occupancy):
     one = np.ones(1)
-    both = timeslice_speed(one, 0.02 * one, one, 0.02 * one, 2.0, 0.0, ready=ready)
-    assert both[0] == pytest.approx(0.5, abs=0.02)
+    both = timeslice_speed(one, 0.02 * one, one, 0.02 * one, 2.0, 0.0, ready=ready,
+                           occupancy=occupancy)
+    assert both[0] == pytest.approx(0.5, abs=0.03)
     idle = timeslice_speed(np.array([0.9]), np.array([0.01]), np.array([0.0]),
-                           np.array([0.01]), 2.0, 0.2, ready=ready)
+                           np.array([0.01]), 2.0, 0.2, ready=ready, occupancy=occupancy)
     assert idle[0] == pytest.approx(1.0)
+
+
+def test_conserve_form_keeps_the_split_and_sets_the_pair_total():
+    # a long-step job beside a short-step busy one (lstm_infer beside sort_keys on the H200:
+    # 0.90 / 0.41, together the GPU busy 100 % of the time)
+    a, b = (np.array([0.66]), np.array([0.0042])), (np.array([0.985]), np.array([0.0016]))
+    ra = timeslice_speed(*a, *b, 2.0, 0.3, ready=True)[0]
+    rb = timeslice_speed(*b, *a, 2.0, 0.3, ready=True)[0]
+    ca = timeslice_speed(*a, *b, 2.0, 0.3, ready=True, occupancy=0.95)[0]
+    cb = timeslice_speed(*b, *a, 2.0, 0.3, ready=True, occupancy=0.95)[0]
+    assert 0.66 * ca + 0.985 * cb == pytest.approx(0.95)  # the pair's total, as fitted
+    assert ca / cb == pytest.approx(ra / rb)  # the slices' split
+    assert 0.66 * ra + 0.985 * rb < 0.95  # what the slices alone leave idle
+
+
+def test_conserve_fit_recovers_its_parameters():
+    rng = np.random.default_rng(1)
+    n = 80
+    d = pd.DataFrame({"sharing": ["timeslice"] * n,
+                      "self_gpu_util": rng.uniform(20, 100, n),
+                      "partner_gpu_util": rng.uniform(20, 100, n),
+                      "self_step_s": rng.uniform(1e-4, 3e-2, n),
+                      "partner_step_s": rng.uniform(1e-4, 3e-2, n)})
+    y = timeslice_speed(d["self_gpu_util"].to_numpy() / 100, d["self_step_s"].to_numpy(),
+                        d["partner_gpu_util"].to_numpy() / 100, d["partner_step_s"].to_numpy(),
+                        3.0, 0.1, ready=True, occupancy=0.9)
+    m = SharingMechanism(ts_form="conserve").fit(d, y)
+    assert np.abs(m.predict(d) - y).mean() < 0.01
+    assert m.params_["timeslice"][2] == pytest.approx(0.9, abs=0.03)
+    back = SharingMechanism.from_json(m.to_json())
+    assert back.ts_form == "conserve" and np.allclose(back.predict(d), m.predict(d))
 
 
 def test_ready_form_charges_a_launch_bound_partner_more_than_its_util_says():

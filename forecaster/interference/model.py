@@ -44,7 +44,7 @@ class InterferenceModel:
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05,
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
-                 mps_form: str = "priority", ts_form: str = "ready", margin: str = "scaled",
+                 mps_form: str = "priority", ts_form: str = "conserve", margin: str = "scaled",
                  admit_risk: float | None = 0.05, admit_margin: str = "constant",
                  n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
@@ -56,7 +56,7 @@ class InterferenceModel:
         self.use_identity = use_identity
         self.mechanism = mechanism
         self.mps_form = mps_form
-        self.ts_form = ts_form  # time-slicing form: "ready" or "busy" (mechanism.timeslice_speed)
+        self.ts_form = ts_form  # "conserve", "ready" or "busy" (mechanism.timeslice_speed)
         self.margin = margin  # "scaled" (learned scale, conformal.fit_scale) or "band"
         # share of unsafe placements the co-location gate may admit (admission.py); None:
         # the gate holds minimum speeds to the p10

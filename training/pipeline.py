@@ -32,6 +32,7 @@ from training.hygiene import clean_samples
 from training.kinds import KINDS, SkipKind, load_kind
 from artifacts.models import best_baseline  # noqa: F401 - the gate's rule, read by the report too
 from artifacts.registry import Registry
+from forecaster.interference.admission import ADMIT_RISK
 from training.sources import TRAINING_METRICS, History
 
 
@@ -48,7 +49,7 @@ class TrainConfig:
     interference_alpha: float = 0.1
     #: share of unsafe placements the co-location gate may admit (the bound min-speed is held
     #: to: forecaster/interference/admission.py)
-    interference_admit_risk: float = 0.05
+    interference_admit_risk: float = ADMIT_RISK
     demand_freq: str = "30min"
     demand_horizon: int = 4
     usage_metric: str = "sm"

@@ -23,7 +23,7 @@ import pandas as pd
 
 from features.pairs import pair_arrays, validate_pairs
 from ground.errors import ForesightError
-from forecaster.interference.admission import admission_table, bound_at
+from forecaster.interference.admission import ADMIT_RISK, admission_table, bound_at
 from forecaster.interference.artifact import load_model, save_model
 from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal, fit_scale,
                                                 margin_scale, scaled_margin)
@@ -45,7 +45,7 @@ class InterferenceModel:
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
                  mps_form: str = "priority", ts_form: str = "conserve", margin: str = "scaled",
-                 admit_risk: float | None = 0.05, admit_margin: str = "constant",
+                 admit_risk: float | None = ADMIT_RISK, admit_margin: str = "constant",
                  n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate

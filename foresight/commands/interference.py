@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from forecaster.interference.admission import ADMIT_RISK
 from ground.errors import ForesightError
 
 console = Console(highlight=False)
@@ -38,7 +39,7 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
         seed: int = typer.Option(0, help="Random seed (calibration split, folds)."),
         alpha: float = typer.Option(0.1, help="Level of the published pessimistic bound "
                                     "(0.1: the p10; the *_p10 columns then hold that level)."),
-        admit_risk: float = typer.Option(0.05, "--admit-risk", help="Share of unsafe "
+        admit_risk: float = typer.Option(ADMIT_RISK, "--admit-risk", help="Share of unsafe "
                                          "placements the co-location gate may admit: sets the "
                                          "bound a pod's foresight.io/min-speed is held to.")
         ) -> None:

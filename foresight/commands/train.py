@@ -13,6 +13,8 @@ from rich.table import Table
 
 import sys
 
+from forecaster.interference.admission import ADMIT_RISK
+
 # a CronJob's log is not a terminal: give the summary table room instead of 80 columns
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
@@ -101,7 +103,7 @@ def register(app: typer.Typer) -> None:
         threads: int = typer.Option(1, "--threads", help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
         interference_alpha: float = typer.Option(0.1, "--interference-alpha",
                                                  help="Level of the published pessimistic interference bound (0.1: the p10)."),
-        interference_admit_risk: float = typer.Option(0.05, "--interference-admit-risk",
+        interference_admit_risk: float = typer.Option(ADMIT_RISK, "--interference-admit-risk",
                                                       help="Share of unsafe placements the co-location gate may admit (sets the bound min-speed is held to)."),
         out: str = typer.Option("foresight-train-report", "--out", help="Where report.html and metrics.json go."),
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),

@@ -145,6 +145,8 @@ def test_scaled_margin_and_artifacts_saved_before_the_choice_hold_to_the_scale(t
     assert np.allclose(old.predict(test, admit=True)["a_speed_unit"], us, equal_nan=True)
     with pytest.raises(ForesightError, match="admit_margin"):
         InterferenceModel(admit_margin="wide").fit(train)
+    with pytest.raises(ForesightError, match="ts_form"):
+        InterferenceModel(ts_form="fair").fit(train)
 
 
 def test_admit_risk_out_of_range_is_one_clear_error():

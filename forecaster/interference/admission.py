@@ -11,12 +11,13 @@ through", and the answer depends on the floor: conformal risk control (Angelopou
 2022) answers it from the same held-out calibration rows the p10 uses, per sharing mode and
 per floor. The bound is point - q * unit, q the smallest value whose finite-sample-corrected
 admitted-unsafe rate, (admitted + 1) / (unsafe + 1), stays within the risk at that floor. The
-unit is 1 by default (`admit_margin="constant"`), or the p10's learned scale ("scaled"): ranked
-by point - k x (point - p10), the six dev sets' held-out rows refuse fewer safe placements at
-5 % admitted-unsafe with k = 0 than with k = 1 on every set (pool 27.5 % vs 29.8 % with the
-threshold read off the rows themselves; bench/results/interference_h200_pool.md): the scale
-says where the point errs widely, not which side of a floor an error falls on. One q for every floor had to be the largest any floor needed (2.0 at 0.6
-vs 0.4 at 0.8 for MPS on five of the dev sets): as wide as the p10. The p10 is still what the
+unit is 1 by default (`admit_margin="constant"`), or the p10's learned scale ("scaled"):
+ranked by point - k x (point - p10), the held-out rows of the dev pool refuse fewer safe
+placements at 5 % admitted-unsafe with k = 0 than with k = 1 (24.9 % vs 30.6 %; with the
+model before the `conserve` form 27.5 % vs 29.8 %, lower on each of the six sets;
+bench/admission_margin_rank.py): the scale says where the point errs widely, not which side of
+a floor an error falls on. One q for every floor had to be the largest any floor needed (2.0
+at 0.6 vs 0.4 at 0.8 for MPS on five of the dev sets): as wide as the p10. The p10 is still what the
 API publishes as the pessimistic bound; a request that gives a side's minimum speed also gets
 the bound at that floor (`a_min_speed`, serving/interference.py).
 """
@@ -26,8 +27,8 @@ import numpy as np
 
 #: The default share of unsafe placements the gate may admit. Workloads the training folds never
 #: saw are admitted a little more often than the calibration rows say (dev pool: 5.3 % at a
-#: risk of 5 %, bench/results/interference_h200_pool.md): 4.5 % keeps them within 5 % there
-#: (4.9 %, refusing 29.1 % of safe placements; chosen on the dev pool only).
+#: risk of 5 %): 4.5 % keeps them within 5 % there (4.9 %, refusing 29.1 % of safe
+#: placements; chosen on the dev pool only; bench/results/interference_h200_pool.md).
 ADMIT_RISK = 0.045
 #: Floors a q is calibrated at (the annotation's usual range: latency-sensitive serving asks
 #: 0.8-0.9, batch neighbours 0.5-0.7).

@@ -42,8 +42,7 @@ def save_model(model: "InterferenceModel", path: str | Path) -> Path:
         "params": {k: getattr(model, k) for k in (
             "n_estimators", "learning_rate", "num_leaves", "min_child_samples", "alpha",
             "n_folds", "use_identity", "mechanism", "mps_form", "ts_form", "margin",
-            "admit_risk", "admit_margin",
-            "n_threads", "seed")},
+            "admit_risk", "admit_margin", "n_threads", "seed")},
         "mechanism": model.mechanism_.to_json() if model.mechanism_ is not None else None,
         "band_offsets": model.band_offsets_, "base": model.base_, "solo": model.solo_,
         "scale_q": model.scale_q_, "scale_q_mode": model.scale_q_mode_,

@@ -6,10 +6,11 @@ model, one small physical form per `sharing` value, its few parameters fit to th
   `ceil(w / T)` slices waits, before each, for the partner's slice: `min(T, w_partner)` (a
   partner of short bursts yields early) plus a context switch `c`, when the partner has work
   queued (probability: its GPU util, or with `ts_form="ready"` 1 - (1 - util) x its
-  co-located speed, both speeds solved together; `"conserve"`, the model's default, also scales
-  both speeds to the pair's work-conserving total occupancy, a third parameter). Two always-busy jobs of long steps get ~0.5 each; a job of short
-  steps beside one of long kernels waits out a whole slice every step (0.09 for an embedding
-  gather beside a GEMM on the H200); an idle partner costs nothing. Parameters: `T`, `c` (ms).
+  co-located speed, both speeds solved together; `"conserve"`, the model's default, also
+  scales both speeds to the pair's work-conserving total occupancy, a third parameter). Two
+  always-busy jobs of long steps get ~0.5 each; a job of short steps beside one of long
+  kernels waits out a whole slice every step (0.09 for an embedding gather beside a GEMM on
+  the H200); an idle partner costs nothing. Parameters: `T`, `c` (ms), and the occupancy.
 - `mps` (kernels of both run at once): while the partner is busy (its GPU util), the two contend
   and the GPU's work distributor favours the job that holds the SMs: speed = 1 - u_partner *
   (1 - sigmoid(k + w . (x_self - x_partner))), x = (hogging h = -log(1 - sm_active * util +

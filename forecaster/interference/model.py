@@ -73,6 +73,9 @@ class InterferenceModel:
             raise ForesightError(f"margin must be 'scaled' or 'band', not {self.margin!r}")
         if not 0.0 < self.alpha <= 0.5:
             raise ForesightError(f"alpha (the bound's level) must be in (0, 0.5], not {self.alpha}")
+        if self.ts_form not in ("conserve", "ready", "busy"):
+            raise ForesightError("ts_form must be 'conserve', 'ready' or 'busy', not "
+                                 f"{self.ts_form!r}")
         if self.admit_margin not in ("constant", "scaled"):
             raise ForesightError("admit_margin must be 'constant' or 'scaled', not "
                                  f"{self.admit_margin!r}")

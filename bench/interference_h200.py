@@ -235,10 +235,13 @@ def report(r: pd.DataFrame, title: str) -> list[str]:
 NOTES = [
     "## How to read it", "",
     "- The model is the structured part of forecaster/interference/mechanism.py fit per fold "
-    "(time-slicing: round robin from each side's busy share and step time; MPS: a contention "
-    "priority learned from differences of solo fingerprints: hogging, step length, tensor, "
-    "DRAM, occupancy, busy share, SM activity per busy time, weighted by how often the "
-    "partner is busy) and LightGBM on top: on its residual, or with its speed as a feature, "
+    "(time-slicing: round robin from each side's busy share and step time, the partner ready "
+    "when it has work queued, both speeds scaled to the pair's fitted occupancy; MPS: a "
+    "contention priority learned from differences of solo fingerprints: hogging, step "
+    "length, tensor, DRAM, occupancy, busy share, SM activity per busy time, weighted by how "
+    "often the partner is busy, both speeds scaled to the pair's fitted util-weighted total; "
+    "`--ts-form` / `--mps-form` give the earlier forms) and LightGBM on top: on its residual, "
+    "or with its speed as a feature, "
     "or not at all, whichever errs least on the workloads held out inside the training folds.",
     "- Training data of a fold: the scored set's pairs without the held-out workload, plus the "
     "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c, data/h200d, "
@@ -270,9 +273,9 @@ NOTES = [
     "level (0.1: the p10; 0.4: the p40), the safety trade-off a less pessimistic bound buys "
     "(interference_h200_pool_alpha04.md).",
     "- `model (admission bound)` is what the extender does with a pod's "
-    "`foresight.io/min-speed`: it admits when point - q x the p10's learned scale clears the "
-    "floor, q calibrated per sharing mode and floor by conformal risk control on the training "
-    "folds' held-out rows so that at most 5 % of unsafe placements are admitted "
+    "`foresight.io/min-speed`: it admits when point - q clears the floor, q calibrated per "
+    "sharing mode and floor by conformal risk control on the training folds' held-out rows "
+    "so that at most 5 % of unsafe placements are admitted "
     "(forecaster/interference/admission.py; `--admit-risk`). The p10 (`model (p10)`) is still "
     "what the API publishes: it holds about 10 % of unseen speeds below it, and so admits far "
     "fewer unsafe placements than any operator's risk and refuses most safe ones. Where the "
@@ -294,8 +297,9 @@ def main() -> None:
     ap.add_argument("--mechanism", choices=["on", "off"], default="on")
     ap.add_argument("--ts-form", choices=["conserve", "ready", "busy"], default="conserve",
                     help="time-slicing form (mechanism.timeslice_speed); busy: before 2026-11-26")
-    ap.add_argument("--mps-form", choices=["priority", "hogging"], default="priority",
-                    help="the MPS form of the structured part (hogging: the earlier one)")
+    ap.add_argument("--mps-form", choices=["conserve", "priority", "hogging"], default="conserve",
+                    help="the MPS form of the structured part (mechanism.py; priority: before "
+                         "2026-11-26's conserve, hogging: the earliest)")
     ap.add_argument("--margin", choices=["scaled", "band"], default="scaled",
                     help="the p10 margin: learned scale (normalized conformal) or per band")
     ap.add_argument("--trees", type=int, default=None, help="n_estimators of the learned part")

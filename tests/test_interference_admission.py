@@ -147,6 +147,8 @@ def test_scaled_margin_and_artifacts_saved_before_the_choice_hold_to_the_scale(t
         InterferenceModel(admit_margin="wide").fit(train)
     with pytest.raises(ForesightError, match="ts_form"):
         InterferenceModel(ts_form="fair").fit(train)
+    with pytest.raises(ForesightError, match="mps_form must be one of 'conserve'"):
+        InterferenceModel(mps_form="fair").fit(train)
 
 
 def test_admit_risk_out_of_range_is_one_clear_error():

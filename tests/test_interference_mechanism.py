@@ -162,14 +162,58 @@ def test_mps_priority_form_idle_partner_costs_nothing_and_priority_decides_the_s
     assert starved < 0.3 and kept > 0.9  # asymmetric: the launch-bound job waits behind the hog
 
 
-def test_mps_form_fit_on_some_workloads_predicts_eight_others_better_than_the_rule():
+@pytest.mark.parametrize("form", ["priority", "conserve"])
+def test_mps_form_fit_on_some_workloads_predicts_eight_others_better_than_the_rule(form):
     data = H200.parent
     train = pd.concat([load_h200_pairs(data / d) for d in ("h200", "h200m")], ignore_index=True)
     test = load_h200_pairs(data / "h200b")  # attention, softmax, fft, resnet18 never in train
     from forecaster.interference.features import directed
     dtr, dte = directed(train), directed(test)
     dtr, dte = dtr[dtr["y"].notna() & (dtr["sharing"] == "mps")], dte[dte["sharing"] == "mps"]
-    m = SharingMechanism().fit(dtr, dtr["y"].to_numpy())
+    m = SharingMechanism(mps_form=form).fit(dtr, dtr["y"].to_numpy())
     y = dte["y"].to_numpy()
     rule = np.minimum(1.0, 100.0 / (dte["self_gpu_util"] + dte["partner_gpu_util"])).to_numpy()
     assert np.mean(np.abs(m.predict(dte) - y)) < 0.75 * np.mean(np.abs(rule - y))
+
+
+def test_mps_conserve_form_keeps_the_split_and_sets_the_pairs_total():
+    from forecaster.interference.mechanism import (mps_conserve_speed, mps_priority_speed,
+                                                   mps_priority_x)
+    one = np.ones(1)
+    hog = mps_priority_x(one, 0.97 * one, 6e-3 * one, 0.9 * one, 0.2 * one, 0.15 * one)
+    light = mps_priority_x(0.3 * one, 0.0 * one, 4e-3 * one, 0 * one, 0 * one, 0 * one)
+    w = np.array([0.2, 1.5, 0.4, 0.6, -0.5, -0.6, -5.0, 3.4])
+    p = np.r_[w, 1.06]
+    # an idle partner still costs nothing; two always-busy twins share the total
+    assert mps_conserve_speed(light, hog, 0.3 * one, np.zeros(1), p)[0] == pytest.approx(1.0)
+    twin = mps_conserve_speed(hog, hog, one, one, np.r_[0.0, w[1:], 1.06])[0]
+    assert twin == pytest.approx(0.53)
+    # the pair's util-weighted progress is the total; the ratio is the priority form's
+    a = mps_conserve_speed(light, hog, 0.3 * one, one, p)[0]
+    b = mps_conserve_speed(hog, light, one, 0.3 * one, p)[0]
+    pa, pb = mps_priority_speed(light, hog, one, w)[0], mps_priority_speed(hog, light, 0.3 * one, w)[0]
+    if b < 1.0:
+        assert 0.3 * a + 1.0 * b == pytest.approx(1.06)
+        assert a / b == pytest.approx(pa / pb)
+    assert a < 0.3 and b > 0.9
+
+
+def test_mps_conserve_form_fit_recovers_the_total_and_survives_json():
+    rng = np.random.default_rng(3)
+    n = 300
+    d = pd.DataFrame({"sharing": "mps",
+                      "self_gpu_util": rng.uniform(30, 100, n), "partner_gpu_util": rng.uniform(30, 100, n),
+                      "self_sm_active": rng.uniform(0.1, 1, n), "partner_sm_active": rng.uniform(0.1, 1, n),
+                      "self_step_s": rng.uniform(5e-4, 2e-2, n), "partner_step_s": rng.uniform(5e-4, 2e-2, n),
+                      "self_tensor_active": rng.uniform(0, 1, n), "partner_tensor_active": rng.uniform(0, 1, n),
+                      "self_dram_active": rng.uniform(0, 1, n), "partner_dram_active": rng.uniform(0, 1, n),
+                      "self_sm_occupancy": rng.uniform(0, 1, n), "partner_sm_occupancy": rng.uniform(0, 1, n)})
+    truth = SharingMechanism(mps_form="conserve")
+    truth.params_ = {"mps": [0.0, 1.0, 0.3, 0.5, 0.0, 0.0, 0.2, 1.0, 0.92]}
+    y = truth.predict(d)
+    fit = SharingMechanism(mps_form="conserve").fit(d, y)
+    assert fit.params_["mps"][-1] == pytest.approx(0.92, abs=0.03)
+    assert np.abs(fit.predict(d) - y).mean() < 0.01
+    back = SharingMechanism.from_json(fit.to_json())
+    assert back.mps_form == "conserve"
+    assert np.allclose(back.predict(d), fit.predict(d))

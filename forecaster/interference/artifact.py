@@ -109,6 +109,8 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     m.offset_ = body["conformal_offset"]
     mech = body.get("mechanism")  # schema < 3: no structured part
     m.mechanism_ = SharingMechanism.from_json(mech) if mech else None
+    if "mps_form" not in body["params"]:  # saved before the MPS forms had names
+        m.mps_form = m.mechanism_.mps_form if m.mechanism_ else "priority"
     m.band_offsets_ = body.get("band_offsets") or {}
     m.blend_ = body.get("blend", "residual")
     m.base_ = float(body.get("base", 0.0))

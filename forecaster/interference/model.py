@@ -21,21 +21,27 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from features.pairs import pair_arrays, validate_pairs
+from features.pairs import validate_pairs
 from ground.errors import ForesightError
 from forecaster.interference.admission import ADMIT_RISK, admission_table, bound_at
 from forecaster.interference.artifact import load_model, save_model
 from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal, fit_scale,
                                                 margin_scale, scaled_margin)
-from forecaster.interference.features import (directed, numeric_features, pair_columns,
-                                               side_features)
-from forecaster.interference.identity import (ID_FEATURES, IdentityEncoder,
-                                              calibration_groups, out_of_fold_identity)
+from forecaster.interference.features import directed, numeric_features, side_features
+from forecaster.interference.identity import (IdentityEncoder, calibration_groups,
+                                              out_of_fold_identity)
+from forecaster.interference.matrix import predict_matrix
 from forecaster.interference.mechanism import SharingMechanism
-from forecaster.interference.solo import fill_solo, solo_table
+from forecaster.interference.solo import solo_table
 
 _CATEGORICAL = ["gpu_model", "sharing"]
 _ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1, "mech_speed": 1}
+
+
+#: Allowed values of the string arguments (the first: the default).
+_CHOICES = {"margin": ("scaled", "band"), "ts_form": ("conserve", "ready", "busy"),
+            "mps_form": ("conserve", "priority", "hogging"),
+            "admit_margin": ("constant", "scaled")}
 
 
 class InterferenceModel:
@@ -44,7 +50,7 @@ class InterferenceModel:
     def __init__(self, n_estimators: int = 300, learning_rate: float = 0.05,
                  num_leaves: int = 15, min_child_samples: int = 10, alpha: float = 0.1,
                  n_folds: int = 5, use_identity: bool = True, mechanism: bool = True,
-                 mps_form: str = "priority", ts_form: str = "conserve", margin: str = "scaled",
+                 mps_form: str = "conserve", ts_form: str = "conserve", margin: str = "scaled",
                  admit_risk: float | None = ADMIT_RISK, admit_margin: str = "constant",
                  n_threads: int = 1, seed: int = 0) -> None:
         self.n_estimators = n_estimators
@@ -55,7 +61,7 @@ class InterferenceModel:
         self.n_folds = n_folds
         self.use_identity = use_identity
         self.mechanism = mechanism
-        self.mps_form = mps_form
+        self.mps_form = mps_form  # "conserve", "priority" or "hogging" (mechanism.py)
         self.ts_form = ts_form  # "conserve", "ready" or "busy" (mechanism.timeslice_speed)
         self.margin = margin  # "scaled" (learned scale, conformal.fit_scale) or "band"
         # share of unsafe placements the co-location gate may admit (admission.py); None:
@@ -69,16 +75,12 @@ class InterferenceModel:
 
     # ------------------------------------------------------------------ fitting
     def fit(self, pairs: pd.DataFrame) -> "InterferenceModel":
-        if self.margin not in ("scaled", "band"):
-            raise ForesightError(f"margin must be 'scaled' or 'band', not {self.margin!r}")
+        for name, ok in _CHOICES.items():
+            if getattr(self, name) not in ok:
+                raise ForesightError(f"{name} must be one of {', '.join(map(repr, ok))}, not "
+                                     f"{getattr(self, name)!r}")
         if not 0.0 < self.alpha <= 0.5:
             raise ForesightError(f"alpha (the bound's level) must be in (0, 0.5], not {self.alpha}")
-        if self.ts_form not in ("conserve", "ready", "busy"):
-            raise ForesightError("ts_form must be 'conserve', 'ready' or 'busy', not "
-                                 f"{self.ts_form!r}")
-        if self.admit_margin not in ("constant", "scaled"):
-            raise ForesightError("admit_margin must be 'constant' or 'scaled', not "
-                                 f"{self.admit_margin!r}")
         if self.admit_risk is not None and not 0.0 < self.admit_risk < 0.5:
             raise ForesightError("admit_risk (the share of unsafe placements the co-location "
                                  f"gate may admit) must be in (0, 0.5), not {self.admit_risk}")
@@ -367,46 +369,8 @@ class InterferenceModel:
         return bound_at(getattr(self, "admit_q_", {}).get(sharing, {}), point, unit, p10, floor)
 
     def predict_matrix(self, pairs: pd.DataFrame) -> np.ndarray:
-        """The directed feature matrix (rows: a slowed by b, then b slowed by a; columns:
-        `feature_names_`), built with numpy from the pair table's columns.
-
-        Why not `_matrix(directed(...))`: its DataFrame construction cost 25-35 ms per call
-        whatever the row count, and the API scores single pairs. Same values (a test holds
-        the two paths equal); a column the table lacks is missing (NaN), as in training.
-        """
-        cols = pair_arrays(pairs)
-        n = len(pairs)
-        if self.solo_:  # known workloads asked by name: their measured solo features
-            cols = fill_solo(cols, n, self.solo_, self.side_features_)
-        pos = {c: i for i, c in enumerate(self.feature_names_)}
-        X = np.full((2 * n, len(pos)), np.nan)
-        nan = np.full(n, np.nan)
-        for f in self.side_features_:
-            a, b = cols.get(f"a_{f}", nan), cols.get(f"b_{f}", nan)
-            for name, values, _ in pair_columns(f, np.concatenate([a, b]),
-                                                np.concatenate([b, a])):
-                if name in pos:
-                    X[:, pos[name]] = values
-        for c, cats in self.categories_.items():
-            if c in cols and c in pos:
-                code = {v: float(i) for i, v in enumerate(cats)}
-                v = np.fromiter((code.get(x, np.nan) for x in cols[c]), float, count=n)
-                X[:, pos[c]] = np.concatenate([v, v])
-        sharing = np.asarray(cols.get("sharing", np.full(n, "", object)), object)
-        if self.mechanism_ is not None and "mech_speed" in pos:
-            both = {"sharing": np.concatenate([sharing, sharing])}
-            for f in self.side_features_:
-                a, b = cols.get(f"a_{f}", nan), cols.get(f"b_{f}", nan)
-                both[f"self_{f}"], both[f"partner_{f}"] = np.r_[a, b], np.r_[b, a]
-            X[:, pos["mech_speed"]] = self.mechanism_.predict(both)
-        if self.encoder_ is not None:
-            empty = np.full(n, "", dtype=object)
-            a, b = cols.get("a_workload", empty), cols.get("b_workload", empty)
-            ids = self.encoder_.transform_arrays(np.concatenate([a, b]), np.concatenate([b, a]))
-            for j, name in enumerate(ID_FEATURES):
-                if name in pos:
-                    X[:, pos[name]] = ids[:, j]
-        return X
+        """The directed feature matrix of a pair table (matrix.predict_matrix)."""
+        return predict_matrix(self, pairs)
 
     # ----------------------------------------------------------- persistence
     def save(self, path: str | Path) -> Path:

@@ -303,6 +303,9 @@ def main() -> None:
     ap.add_argument("--margin", choices=["scaled", "band"], default="scaled",
                     help="the p10 margin: learned scale (normalized conformal) or per band")
     ap.add_argument("--trees", type=int, default=None, help="n_estimators of the learned part")
+    ap.add_argument("--leaves", type=int, default=None, help="num_leaves of the learned part")
+    ap.add_argument("--min-child", type=int, default=None,
+                    help="min_child_samples of the learned part")
     ap.add_argument("--alpha", type=float, default=None,
                     help="the bound's level (default 0.1: the p10); the safety trade-off of "
                          "a less pessimistic bound")
@@ -324,8 +327,10 @@ def main() -> None:
         pairs = pairs.drop(columns=["a_step_s", "b_step_s"])
     params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form, "ts_form": a.ts_form,
               "margin": a.margin}
-    if a.trees is not None:
-        params["n_estimators"] = a.trees
+    for arg, name in (("trees", "n_estimators"), ("leaves", "num_leaves"),
+                      ("min_child", "min_child_samples")):
+        if getattr(a, arg) is not None:
+            params[name] = getattr(a, arg)
     if a.alpha is not None:
         params["alpha"] = a.alpha
     if a.admit_risk is not None:

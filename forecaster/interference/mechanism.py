@@ -223,17 +223,20 @@ class SharingMechanism:
     def _fit_mps(self, sub: dict[str, np.ndarray], target: np.ndarray) -> list[float]:
         """Robust least squares (soft L1: a few noisy 3 s windows must not steer it), ridge on
         the weights."""
-        ridge = np.sqrt(_MPS_RIDGE)
-        start = np.zeros(1 + len(_MPS_FEATURES))
-        if self.mps_form == "conserve":  # the total is not a weight: no ridge on it
+        s, sp = self._steps(sub)
+        xs, xp = self._priority_x(sub, "self", s), self._priority_x(sub, "partner", sp)
+        ridge, n_w = np.sqrt(_MPS_RIDGE), len(_MPS_FEATURES)
+        start = np.zeros(1 + n_w)
+        if self.mps_form == "conserve":  # the total (last) is not a weight: no ridge on it
             start = np.r_[start, 1.0]
-            r = least_squares(lambda p: np.r_[self._speed(sub, "mps", p) - target,
-                                              ridge * p[1:-1]],
-                              start, loss="soft_l1", f_scale=0.1)
-        else:
-            r = least_squares(lambda p: np.r_[self._speed(sub, "mps", p) - target,
-                                              ridge * p[1:]],
-                              start, loss="soft_l1", f_scale=0.1)
+
+        def speed(p: np.ndarray) -> np.ndarray:
+            if self.mps_form == "conserve":
+                return mps_conserve_speed(xs, xp, sub["self_u"], sub["partner_u"], p)
+            return mps_priority_speed(xs, xp, sub["partner_u"], p)
+
+        r = least_squares(lambda p: np.r_[speed(p) - target, ridge * p[1:1 + n_w]], start,
+                          loss="soft_l1", f_scale=0.1)
         return [float(v) for v in r.x]
 
     def fit(self, d: Mapping[str, Any], y: np.ndarray) -> "SharingMechanism":

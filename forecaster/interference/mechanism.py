@@ -90,10 +90,15 @@ def timeslice_speed(u: np.ndarray, s: np.ndarray, up: np.ndarray, sp: np.ndarray
     for _ in range(_READY_ITERS):
         v_self, v_part = (_slice_speed(u, s, up, sp, _ready(up, v_part), slice_ms, switch_ms),
                           _slice_speed(up, sp, u, s, _ready(u, v_self), slice_ms, switch_ms))
-    if occupancy is None:
-        return v_self
+    return v_self if occupancy is None else _conserve(u, up, v_self, v_part, occupancy)
+
+
+def _conserve(u: np.ndarray, up: np.ndarray, v_self: np.ndarray, v_part: np.ndarray,
+              total: float) -> np.ndarray:
+    """The job's speed once both are scaled so that the pair's util-weighted progress
+    u v_self + up v_part is min(u + up, total): the form sets the split, the total the sum."""
     busy = u * v_self + up * v_part
-    scale = np.where(busy > 0, np.minimum(u + up, occupancy) / np.maximum(busy, 1e-9), 1.0)
+    scale = np.where(busy > 0, np.minimum(u + up, total) / np.maximum(busy, 1e-9), 1.0)
     return np.minimum(1.0, v_self * scale)
 
 
@@ -139,11 +144,8 @@ def mps_conserve_speed(x_self: np.ndarray, x_part: np.ndarray, u: np.ndarray,
     """The priority form's split, scaled so that the pair's util-weighted progress is
     min(u + u_part, total), total = params[-1] (MPS keeps the GPU busy while both have work)."""
     prio, total = np.asarray(params[:-1], float), float(np.clip(params[-1], 0.5, _MPS_MAX_TOTAL))
-    v_self = mps_priority_speed(x_self, x_part, u_part, prio)
-    v_part = mps_priority_speed(x_part, x_self, u, prio)
-    busy = u * v_self + u_part * v_part
-    scale = np.where(busy > 0, np.minimum(u + u_part, total) / np.maximum(busy, 1e-9), 1.0)
-    return np.minimum(1.0, v_self * scale)
+    return _conserve(u, u_part, mps_priority_speed(x_self, x_part, u_part, prio),
+                     mps_priority_speed(x_part, x_self, u, prio), total)
 
 
 def mps_speed(u: np.ndarray, sm: np.ndarray, dram: np.ndarray, up: np.ndarray,

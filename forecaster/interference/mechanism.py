@@ -25,7 +25,7 @@ model, one small physical form per `sharing` value, its few parameters fit to th
   util-weighted progress u_a v_a + u_b v_b is about 1.06 wherever the summed util exceeds 1.25
   (1.05-1.09 per bin, 96 H200 pairs); both speeds are scaled to min(summed util, a fitted
   total), an eighth parameter. Fit on the other workloads, leave one out over 40: form MAE
-  0.135 -> 0.127. The earlier hogging-only logistic stays as `mps_form="hogging"`
+  0.135 -> 0.125 (bench/results/interference_forms.md). The earlier hogging-only logistic stays as `mps_form="hogging"`
   (the simulator's seed: it needs util, SM and DRAM only); artifacts saved before
   `mps_form` existed (5 MPS numbers) load as that form.
 
@@ -83,7 +83,8 @@ def timeslice_speed(u: np.ndarray, s: np.ndarray, up: np.ndarray, sp: np.ndarray
     round robin sets the total: both speeds are scaled so that the pair keeps the GPU busy
     min(u + up, occupancy) of the time (occupancy < 1: what context switches cost). On the
     H200 pairs the true total is 0.96 when the summed util exceeds 1.5, against 0.86 that the
-    slices alone give; fit on other workloads, MAE of the form 0.079 -> 0.075."""
+    slices alone give; fit on other workloads, MAE of the form 0.079 -> 0.073
+    (bench/results/interference_forms.md)."""
     if not ready:
         return _slice_speed(u, s, up, sp, up, slice_ms, switch_ms)
     v_self, v_part = np.ones(np.shape(u)), np.ones(np.shape(up))

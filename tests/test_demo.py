@@ -36,3 +36,20 @@ def test_demo_publishes_every_model_then_keeps_them(tmp_path, capsys):
     assert {k: v["status"] for k, v in metrics["kinds"].items() if k not in withheld} == \
         {k: "kept" for k in kinds}
     assert "published" in printed and "kept" in printed
+
+
+def test_demo_says_when_its_registry_already_serves_models(tmp_path):
+    from foresight.commands.demo import _first_title
+    from artifacts.registry import Registry
+
+    reg_dir = tmp_path / "registry"
+    assert _first_title(reg_dir) == "first run: an empty registry"
+    model = tmp_path / "m"
+    model.mkdir()
+    (model / "model.json").write_text("{}")
+    reg = Registry(reg_dir)
+    reg.publish("usage", model, {
+        "features": [], "training_window": {"start": "2026-01-01", "end": "2026-01-02"},
+        "data_hash": "x", "metrics": {"primary": "mae", "mae": 1.0}, "code_version": "t"})
+    title = _first_title(reg_dir)
+    assert "already serves usage from an earlier demo" in title and str(reg_dir) in title

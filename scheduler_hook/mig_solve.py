@@ -24,7 +24,7 @@ def solve(states: list[Any], cands: dict[str, list[Any]], demand: dict[str, floa
           burst: list[tuple[str, float, float]] | None = None) -> dict[str, Any] | None:
     """node name -> chosen Candidate for the nodes to re-split (see module docstring).
     ``burst``: (profile, level, weight) rows, levels of instances above the demand whose
-    unmet slices count ``weight`` each (`mig_plan.burst_rows`): one more shortfall column
+    unmet slices count ``weight`` each (`mig_small.burst_rows`): one more shortfall column
     per row."""
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp

@@ -61,14 +61,14 @@ class MigCaseConfig:
     large_factor: float = 4.0
     history_days: float = 8.0      # before the warm-up: the past week, the forecast's history
     # the planner (issue 28): custom geometries (mig-parted entries it prints), 1g-3g demand
-    # first (`mig_plan.protect_small`), and its start: all-balanced or its plan of the past week
+    # first (`mig_small.protect_small`), and its start: all-balanced or its plan of the past week
     custom: bool = False
     protect: str = "none"          # 1g-3g first: "none", "start" (the first plan) or "all"
     start: str = "all-balanced"
     hold_small: bool = False       # re-plans may not take 1g-3g instances away
     burst_q: float | None = None   # protect: 1g-3g also up to this quantile of concurrency
     # protect: 4g/7g keep the instances of the plan of the mean, and the slices 1g-3g get are
-    # split among them by their past-week concurrency (`mig_plan.burst_levels`): "split", or
+    # split among them by their past-week concurrency (`mig_small.burst_levels`): "split", or
     # "floor" (each 1g-3g profile keeps at least what static-past-week gives it)
     burst_levels: str | None = None
     # protect: each 1g-3g profile asks its mean x (this quantile / the mean of the 1g-3g slices

@@ -30,8 +30,12 @@ KNOWN_COLUMNS = IDENTITY_COLUMNS + NUMERIC_COLUMNS + CONTEXT_COLUMNS + TARGET_CO
 
 
 def read_pairs(path: str | Path) -> pd.DataFrame:
-    """Read a pair table from CSV or Parquet (by suffix). Errors are one-line ForesightErrors."""
+    """Read a pair table from CSV or Parquet (by suffix), or build it from a co-location
+    measurement directory (colocate.py's solo.csv + pairs.csv: features.h200). Errors are
+    one-line ForesightErrors."""
     p = Path(path)
+    if p.is_dir():
+        return _measurement(p)
     if not p.is_file():
         raise ForesightError(f"pair table not found: {p}")
     try:
@@ -42,6 +46,31 @@ def read_pairs(path: str | Path) -> pd.DataFrame:
         raise ForesightError(f"pair table {p} is empty") from None
     except Exception as exc:  # parser errors of either format: user input, not a bug
         raise ForesightError(f"cannot read pair table {p}: {str(exc).splitlines()[0]}") from None
+
+
+def _measurement(root: Path) -> pd.DataFrame:
+    """The pair table of a colocate.py output directory; the GPU model from its env.json
+    ("NVIDIA H200" -> "H200"), H200 when it has none."""
+    import json
+
+    from features.h200 import load_h200_pairs
+
+    if not (root / "pairs.csv").is_file() and not (root / "solo.csv").is_file():
+        raise ForesightError(f"{root} is a directory without a co-location measurement "
+                             "(solo.csv + pairs.csv): give a pair table file or such a directory")
+    gpu = "H200"
+    try:
+        name = json.loads((root / "env.json").read_text()).get("gpu")
+        if isinstance(name, str) and name.strip():
+            gpu = name.strip().removeprefix("NVIDIA ").strip()
+    except (OSError, ValueError, AttributeError):
+        pass  # no or unreadable env.json: the measurement still stands
+    try:
+        return load_h200_pairs(root, gpu_model=gpu)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, KeyError) as exc:
+        raise ForesightError(f"cannot read the co-location measurement in {root}: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                             ) from None
 
 
 def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:

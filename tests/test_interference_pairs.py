@@ -174,3 +174,76 @@ def test_build_pair_table_matches_the_reference_output_on_a_simulated_cluster():
         assert (eps[c].astype(str) == want_eps[c].astype(str)).all(), c
     for c in ("start", "end"):
         assert (eps[c] == pd.to_datetime(want_eps[c])).all(), c
+
+
+def _colocate_dir(root: Path, env: dict | None) -> Path:
+    """A colocate.py output directory: three workloads solo and in pairs, both modes."""
+    import json
+
+    root.mkdir(parents=True, exist_ok=True)
+    solo = []
+    for mode in ("timeslice", "mps"):
+        for i, w in enumerate(("gemm", "copy", "tiny")):
+            solo.append({"mode": mode, "workload": w, "rate": 100.0 + i, "step_median_s": 0.005,
+                         "util_gpu": [99.0, 98.0, 25.0][i], "util_mem": [20.0, 99.0, 0.0][i],
+                         "power_w": [680.0, 390.0, 120.0][i], "fb_used_mib": 20000.0,
+                         "gpm_sm_active": [0.96, 0.99, 0.0][i], "gpm_sm_occupancy": 0.2,
+                         "gpm_tensor_active": [0.9, 0.0, 0.0][i], "gpm_dram_active": 0.2})
+    pd.DataFrame(solo).to_csv(root / "solo.csv", index=False)
+    pairs = [{"mode": m, "a": a, "b": b, "speed_a": sa, "speed_b": sb}
+             for m in ("timeslice", "mps")
+             for (a, b, sa, sb) in (("gemm", "copy", 0.52, 0.48), ("gemm", "tiny", 0.95, 0.6),
+                                    ("copy", "tiny", 0.9, 0.0))]
+    pd.DataFrame(pairs).to_csv(root / "pairs.csv", index=False)
+    if env is not None:
+        (root / "env.json").write_text(json.dumps(env))
+    return root
+
+
+def test_read_pairs_builds_the_table_from_a_colocate_directory(tmp_path):
+    d = read_pairs(_colocate_dir(tmp_path / "m", {"gpu": "NVIDIA H100 80GB HBM3"}))
+    assert len(d) == 6 and set(d["sharing"]) == {"timeslice", "mps"}
+    assert set(d["gpu_model"]) == {"H100 80GB HBM3"}  # from env.json, vendor prefix dropped
+    row = d[(d["sharing"] == "mps") & (d["a_workload"] == "gemm") & (d["b_workload"] == "tiny")]
+    assert row["a_speed"].item() == 0.95 and row["b_gpu_util"].item() == 25.0
+    assert row["a_step_s"].item() == 0.005  # the solo step the mechanism needs
+    assert d["b_speed"].isna().sum() == 2  # a window that measured nothing is no measurement
+    validate_pairs(d, require_targets=True)  # a valid pair table as it stands
+    assert set(read_pairs(_colocate_dir(tmp_path / "n", None))["gpu_model"]) == {"H200"}
+
+
+def test_read_pairs_directory_errors_are_one_line(tmp_path):
+    with pytest.raises(ForesightError, match="without a co-location measurement"):
+        read_pairs(tmp_path)
+    half = _colocate_dir(tmp_path / "half", None)
+    (half / "solo.csv").unlink()
+    with pytest.raises(ForesightError, match="solo.csv missing"):
+        read_pairs(half)
+    bad = _colocate_dir(tmp_path / "bad", None)
+    pd.DataFrame({"mode": ["mps"], "workload": ["x"]}).to_csv(bad / "solo.csv", index=False)
+    with pytest.raises(ForesightError, match="lacks column") as exc:
+        read_pairs(bad)
+    assert "\n" not in str(exc.value)
+
+
+def test_cli_fits_on_a_colocate_directory(tmp_path, capsys):
+    from foresight.cli import main
+
+    # a committed H200 measurement (eight workloads, 28 pairs per mode), as colocate.py wrote it
+    root = Path(__file__).resolve().parents[1] / "data" / "h200f"
+    assert main(["interference", "fit", "--pairs", str(root), "--model-dir",
+                 str(tmp_path / "model")]) == 0
+    assert "fitted on 56 pairs" in capsys.readouterr().out
+    out = tmp_path / "pred.csv"
+    assert main(["interference", "predict", "--model-dir", str(tmp_path / "model"), "--pairs",
+                 str(_colocate_dir(tmp_path / "m", None)), "--out", str(out)]) == 0
+    pred = pd.read_csv(out)
+    assert len(pred) == 6 and pred["a_speed_pred"].between(0.01, 1.0).all()
+    # the always-busy pair under time-slicing shares the GPU; the idle-SM partner costs less
+    ts = pred[pred["sharing"] == "timeslice"].set_index(["a_workload", "b_workload"])
+    assert ts.loc[("gemm", "copy"), "a_speed_pred"] < ts.loc[("gemm", "tiny"), "a_speed_pred"]
+    assert main(["interference", "fit", "--pairs", str(tmp_path), "--model-dir",
+                 str(tmp_path / "model")]) == 2
+    err = capsys.readouterr().err
+    assert "without a co-location measurement" in err and "Traceback" not in err
+    assert (tmp_path / "model").is_dir()  # the model already there is kept

@@ -34,7 +34,9 @@ def _write_table(df: pd.DataFrame, out: Path) -> None:
         df.to_csv(out, index=False)
 
 
-def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CSV or Parquet)."),
+def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CSV or "
+                                   "Parquet), or a colocate.py output directory (solo.csv + "
+                                   "pairs.csv)."),
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
         seed: int = typer.Option(0, help="Random seed (calibration split, folds)."),
         alpha: float = typer.Option(0.1, help="Level of the published pessimistic bound "
@@ -74,7 +76,8 @@ def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CS
 
 
 def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model directory."),
-            pairs: Path = typer.Option(..., "--pairs", help="Pairs to score (CSV or Parquet)."),
+            pairs: Path = typer.Option(..., "--pairs", help="Pairs to score (CSV or Parquet, or a "
+                                      "colocate.py output directory)."),
             out: Path = typer.Option(..., "--out", help="Output CSV or Parquet.")) -> None:
     """Predict both sides' speed and its p10 for each pair; writes input + predictions."""
     from features.pairs import read_pairs
@@ -87,7 +90,8 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
     console.print(f"wrote {len(pred)} predictions to {out}")
 
 
-def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with targets."),
+def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with targets (or a "
+                                    "colocate.py output directory)."),
              out: Path = typer.Option(..., "--out", help="Directory for table and plot."),
              seed: int = typer.Option(0, help="Random seed."),
              n_estimators: int = typer.Option(300, help="Boosting rounds per model.")) -> None:

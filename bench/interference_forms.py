@@ -78,7 +78,7 @@ def main() -> None:
         for form in forms:
             rows.append(f"| {mode} | {form} | {lowo_mae(d, mode, form):.4f} |")
     lines = ["# The structured forms alone, leave one workload out (dev pool)", "",
-             f"- command: `nice .venv/bin/python bench/interference_forms.py`",
+             "- command: `nice .venv/bin/python bench/interference_forms.py`",
              f"- machine: {machine()}",
              f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {time.time() - t0:.0f} s",
              f"- data: {d['self_workload'].nunique()} workloads, {len(d)} directed rows "

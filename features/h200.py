@@ -20,9 +20,11 @@ SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": 
 _MODES = {"timeslice": "timeslice", "mps": "mps"}
 
 
-def load_h200_pairs(root: str | Path, gpu_model: str = "H200") -> pd.DataFrame:
-    """Pair table (a_/b_ solo features, sharing, a_speed, b_speed) from a colocate.py output dir."""
+def load_h200_pairs(root: str | Path, gpu_model: str | None = None) -> pd.DataFrame:
+    """Pair table (a_/b_ solo features, sharing, a_speed, b_speed) from a colocate.py output dir;
+    `gpu_model` by default from its env.json ("NVIDIA H200" -> "H200"), H200 without one."""
     root = Path(root)
+    gpu_model = gpu_model or _gpu_name(root)
     try:
         solo, pairs = pd.read_csv(root / "solo.csv"), pd.read_csv(root / "pairs.csv")
     except FileNotFoundError as exc:
@@ -45,3 +47,15 @@ def load_h200_pairs(root: str | Path, gpu_model: str = "H200") -> pd.DataFrame:
     for c in ("a_speed", "b_speed"):
         out.loc[~(out[c] > 0), c] = float("nan")
     return out
+
+
+def _gpu_name(root: Path) -> str:
+    """The GPU colocate.py recorded in env.json, without the vendor prefix; H200 when absent."""
+    import json
+
+    try:
+        name = json.loads((root / "env.json").read_text()).get("gpu")
+    except (OSError, ValueError, AttributeError):
+        return "H200"  # no or unreadable env.json: the measurement still stands
+    return name.strip().removeprefix("NVIDIA ").strip() if isinstance(name, str) and \
+        name.strip() else "H200"

@@ -49,24 +49,14 @@ def read_pairs(path: str | Path) -> pd.DataFrame:
 
 
 def _measurement(root: Path) -> pd.DataFrame:
-    """The pair table of a colocate.py output directory; the GPU model from its env.json
-    ("NVIDIA H200" -> "H200"), H200 when it has none."""
-    import json
-
+    """The pair table of a colocate.py output directory (features.h200)."""
     from features.h200 import load_h200_pairs
 
     if not (root / "pairs.csv").is_file() and not (root / "solo.csv").is_file():
         raise ForesightError(f"{root} is a directory without a co-location measurement "
                              "(solo.csv + pairs.csv): give a pair table file or such a directory")
-    gpu = "H200"
     try:
-        name = json.loads((root / "env.json").read_text()).get("gpu")
-        if isinstance(name, str) and name.strip():
-            gpu = name.strip().removeprefix("NVIDIA ").strip()
-    except (OSError, ValueError, AttributeError):
-        pass  # no or unreadable env.json: the measurement still stands
-    try:
-        return load_h200_pairs(root, gpu_model=gpu)
+        return load_h200_pairs(root)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, KeyError) as exc:
         raise ForesightError(f"cannot read the co-location measurement in {root}: "
                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"

@@ -196,6 +196,13 @@ def test_mps_conserve_form_keeps_the_split_and_sets_the_pairs_total():
         assert 0.3 * a + 1.0 * b == pytest.approx(1.06)
         assert a / b == pytest.approx(pa / pb)
     assert a < 0.3 and b > 0.9
+    # two busy jobs both slowed (neither capped at 1): the total and the ratio hold exactly
+    hog2 = mps_priority_x(0.95 * one, 0.9 * one, 4e-3 * one, 0.5 * one, 0.4 * one, 0.2 * one)
+    a = mps_conserve_speed(hog2, hog, 0.95 * one, one, p)[0]
+    b = mps_conserve_speed(hog, hog2, one, 0.95 * one, p)[0]
+    assert b < 1.0 and 0.95 * a + 1.0 * b == pytest.approx(1.06)
+    assert a / b == pytest.approx(mps_priority_speed(hog2, hog, one, w)[0]
+                                  / mps_priority_speed(hog, hog2, 0.95 * one, w)[0])
 
 
 def test_mps_conserve_form_fit_recovers_the_total_and_survives_json():

@@ -25,8 +25,9 @@ model, one small physical form per `sharing` value, its few parameters fit to th
   util-weighted progress u_a v_a + u_b v_b is about 1.06 wherever the summed util exceeds 1.25
   (1.05-1.09 per bin, 96 H200 pairs); both speeds are scaled to min(summed util, a fitted
   total), an eighth parameter. Fit on the other workloads, leave one out over 40: form MAE
-  0.135 -> 0.125 (bench/results/interference_forms.md). The earlier hogging-only logistic stays as `mps_form="hogging"`
-  (the simulator's seed: it needs util, SM and DRAM only); artifacts saved before
+  0.135 -> 0.125 (bench/results/interference_forms.md). The earlier hogging-only logistic
+  stays as `mps_form="hogging"` (the simulator's seed: it needs util, SM and DRAM only);
+  artifacts saved before
   `mps_form` existed (5 MPS numbers) load as that form.
 
 Step time is the one signal DCGM does not carry. A cluster has it where it measures speed at

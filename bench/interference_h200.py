@@ -39,7 +39,9 @@ from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
-SET_ASIDE = "h200f"  # eight workloads measured last (this session), scored once after every choice
+# sets in no fold's training unless scored themselves: h200f (scored once after the choices of
+# 2026-11-26) and h200g / h200h (measured 2026-11-27, scored first with the model as it stood)
+SET_ASIDE = ("h200f", "h200g", "h200h")
 SAFE, MIN_SPEED = 0.85, 0.8
 
 
@@ -47,10 +49,9 @@ def committed(data: str) -> list[str]:
     """The measurements committed under data/ (h200, h200b, h200m), less the one being scored
     (compared by content: data/h200 is a copy of ../shared/gpu-h200)."""
     own = (Path(data) / "pairs.csv").read_bytes() if (Path(data) / "pairs.csv").is_file() else b""
-    scoring_aside = Path(data).resolve() == (ROOT / "data" / SET_ASIDE).resolve()
     return [str(p) for p in sorted((ROOT / "data").glob("h200*"))
             if (p / "pairs.csv").is_file() and (p / "pairs.csv").read_bytes() != own
-            and (scoring_aside or p.name != SET_ASIDE)]
+            and p.name not in SET_ASIDE]
 
 
 def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
@@ -186,7 +187,7 @@ def data_line(a: argparse.Namespace, pairs: pd.DataFrame, names: list[str], extr
         return (f"Data: every fold of {', '.join(f'`{x}`' for x in sets)} ({len(pairs)} held-out"
                 f" directed rows, {len(names)} workloads), each set's folds trained on its other "
                 f"workloads and the other sets (less every pair of the held-out workload's name);"
-                f" `data/{SET_ASIDE}` set aside")
+                f" {', '.join(f'`data/{x}`' for x in SET_ASIDE)} set aside")
     return (f"Data: `{a.data}` ({len(pairs)} pairs, workloads {', '.join(names)}); other "
             f"measurements in every fold's training (less the held-out workload's pairs): "
             f"{', '.join(f'`{x}`' for x in extras) or 'none'}; folds: {', '.join(folds)}")

@@ -16,7 +16,7 @@ memory util, power, SM clock, FB used) and GPM metrics (SM activity, occupancy, 
 DRAM bandwidth: the DCGM profiling fields) are recorded per window. A phased training job
 (train / eval / checkpoint / input stall) is recorded at 10 Hz with its true phase labels.
 
-usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f]
+usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h]
 """
 from __future__ import annotations
 
@@ -46,6 +46,15 @@ SETS = {
     # convolutions, histogram atomics, a batch-1 small encoder
     "f": ["swiglu_bf16", "gemm_tf32", "batchnorm_train", "randn_gen", "convT_fp16",
           "conv1d_audio", "histc_atomic", "encoder_b1"],
+    # depthwise-conv serving, fp32 without tensor cores, bursty serving at moderate load, a
+    # CUDA-graph MLP, host syncs after every kernel, an LM head with its loss, memory-bound
+    # CNN training, batch-64 decode (bench/gpu/colocate_workloads_gh.py)
+    "g": ["mobilenet_infer", "gemm_fp32_simt", "bursty_serving", "cuda_graph_mlp", "sync_heavy",
+          "xent_vocab", "effnet_train", "decode_b64"],
+    # ConvNeXt training, a Python-loop LSTM cell, STFT, tiny batched GEMMs, video 3-D CNN,
+    # data-dependent masks, kNN search, a host-bound job that barely touches the GPU
+    "h": ["convnext_train", "lstmcell_loop", "stft_audio", "bmm_small", "r3d_infer",
+          "nonzero_mask", "cdist_knn", "cpu_bound"],
 }
 WORKLOADS = SETS[sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "b"]
 FAKE = "--fake" in sys.argv
@@ -55,10 +64,11 @@ MEASURE = float(sys.argv[sys.argv.index("--measure") + 1]) if "--measure" in sys
 
 # ---------------------------------------------------------------- workloads (one step each)
 from colocate_workloads import _gpt, build as _build  # noqa: E402  (the script's own folder)
+import colocate_workloads_gh as _gh  # noqa: E402
 
 
 def build(name: str):
-    return _build(name, FAKE)
+    return _gh.build(name) if name in _gh.NAMES and not FAKE else _build(name, FAKE)
 
 
 def worker(name: str, conn) -> None:

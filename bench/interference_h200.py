@@ -7,9 +7,10 @@ Parts: the two workloads drawn before any tuning (seeded: decode_gemv, resnet50_
 final part, scored once; `dev` scores the other six among themselves (their pairs only), `final`
 the final workloads' folds with every other pair as training, `all` every workload's fold (what
 to run on another measurement: nothing is tuned there), `pool` every fold of every dev set
-(the shared one and data/h200b, h200m, h200c, h200d, h200e), the others in training. `data/h200f` is set aside:
-no fold trains on it unless it is the one scored (`--data data/h200f --part all`, run once after
-the choices). Writes bench/results/interference_h200_<part>.md (or --out).
+(the shared one and data/h200b, h200m, h200c, h200d, h200e, h200f, h200g), the others in
+training. `data/h200h` is set aside: no fold trains on it unless it is the one scored
+(`--data data/h200h --part all`, run once after the choices).
+Writes bench/results/interference_h200_<part>.md (or --out).
 
 For each workload w: every pair involving w is held out (both modes), the model and the
 baselines are fit on the rest, and both directions of each held-out pair are scored.
@@ -39,9 +40,10 @@ from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
-# sets in no fold's training unless scored themselves: h200f (scored once after the choices of
-# 2026-11-26) and h200g / h200h (measured 2026-11-27, scored first with the model as it stood)
-SET_ASIDE = ("h200f", "h200g", "h200h")
+# sets in no fold's training unless scored themselves. h200h (measured 2026-11-27 with h200g,
+# both scored once with the model as it stood) is set aside for this session's choices; h200f
+# (set aside 2026-11-26, scored after those choices) and h200g are dev sets now
+SET_ASIDE = ("h200h",)
 SAFE, MIN_SPEED = 0.85, 0.8
 
 
@@ -246,10 +248,11 @@ NOTES = [
     "or not at all, whichever errs least on the workloads held out inside the training folds.",
     "- Training data of a fold: the scored set's pairs without the held-out workload, plus the "
     "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c, data/h200d, "
-    "data/h200e, less the one scored and less every pair of a workload of the held-out name). "
-    "`data/h200f` (measured this session with h200e) is set aside: in no fold's training "
-    "unless it is the set scored (run once, after the choices); `data/h200d`, set aside and "
-    "scored once the session before, is now a dev set. "
+    "data/h200e, data/h200f, data/h200g, less the one scored and less every pair of a workload "
+    "of the held-out name). `data/h200h` (measured 2026-11-27 with h200g; both first scored "
+    "once with the model as it stood, interference_h200_g.md / _h.md) is set aside: in no "
+    "fold's training unless it is the set scored (run once, after the choices); `data/h200d` "
+    "and `data/h200f`, each set aside and scored once in an earlier session, are dev sets now. "
     "`--no-extra` scores the set alone.",
     "- Step time is not a DCGM field: it comes from the solo step (colocate.py's "
     "`step_median_s`; on a cluster 1 / the progress counter's solo rate). `--no-step` drops it.",

@@ -1,6 +1,6 @@
 """The structured part's forms alone (forecaster/interference/mechanism.py), no trees: leave one
-workload out over the dev pool's 40 workloads (the shared set and data/h200b-e, h200m;
-data/h200f set aside), MAE per sharing mode of each form on both directions of every held-out
+workload out over the dev pool's workloads (the shared set and every committed data/h200*
+set but the one set aside, interference_h200.SET_ASIDE), MAE per sharing mode of each form on both directions of every held-out
 pair (as bench/interference_h200.py scores them).
 Also the measured pair totals the `conserve` forms rest on: u_a v_a + u_b v_b per bin of
 summed GPU util (u: solo GPU util 0-1, v: co-located speed).
@@ -34,7 +34,7 @@ BINS = [0.5, 1.0, 1.25, 1.5, 1.75, 2.01]
 def dev_pool() -> pd.DataFrame:
     shared = ROOT.parent / "shared" / "gpu-h200"
     first = shared if (shared / "pairs.csv").is_file() else ROOT / "data" / "h200"
-    sets = [str(first)] + [x for x in committed(str(first)) if Path(x).name != SET_ASIDE]
+    sets = [str(first)] + committed(str(first))  # committed() leaves out SET_ASIDE
     return pd.concat([load_h200_pairs(x) for x in sets], ignore_index=True)
 
 
@@ -82,7 +82,8 @@ def main() -> None:
              f"- machine: {machine()}",
              f"- date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {time.time() - t0:.0f} s",
              f"- data: {d['self_workload'].nunique()} workloads, {len(d)} directed rows "
-             "(data/h200f set aside); each form fit on the other workloads' rows of both modes", "",
+             f"({', '.join('data/' + x for x in SET_ASIDE)} set aside); each form fit on the "
+             "other workloads' rows of both modes", "",
              *rows, "",
              "Measured pair totals (both modes' `conserve` forms scale the pair to min(summed "
              "util, a fitted total)):", "", *totals(pairs), ""]

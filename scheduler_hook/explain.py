@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from scheduler_hook.engine import Decision
+from scheduler_hook.decision import Decision
 
 decision_log = logging.getLogger("foresight.extender.decision")
 

@@ -247,3 +247,19 @@ def test_cli_fits_on_a_colocate_directory(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "without a co-location measurement" in err and "Traceback" not in err
     assert (tmp_path / "model").is_dir()  # the model already there is kept
+
+
+def test_cli_fits_on_several_measurements_stacked(tmp_path, capsys):
+    from foresight.cli import main
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    model = tmp_path / "model"
+    assert main(["interference", "fit", "--pairs", str(data / "h200f"), "--pairs",
+                 str(data / "h200g"), "--model-dir", str(model)]) == 0
+    out = capsys.readouterr().out
+    # 2 x 28 pairs per mode, sixteen workloads: both runs' rows, none lost or merged
+    assert "fitted on 112 pairs" in out and "16 workloads" in out
+    assert main(["interference", "fit", "--pairs", str(data / "h200f"), "--pairs",
+                 str(tmp_path / "missing.csv"), "--model-dir", str(model)]) == 2
+    err = capsys.readouterr().err
+    assert "not found" in err and "Traceback" not in err

@@ -15,15 +15,23 @@ from ground.errors import ForesightError
 console = Console(highlight=False)
 
 
-def _read(path: Path, require_targets: bool) -> pd.DataFrame:
+def _read(path: Path | list[Path], require_targets: bool) -> pd.DataFrame:
+    """One pair table from one source, or from several stacked (e.g. one colocate.py run per
+    set of workloads: a pair measured in two runs counts twice)."""
     from features.pairs import read_pairs, validate_pairs
 
+    paths = path if isinstance(path, list) else [path]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pairs = validate_pairs(read_pairs(path), require_targets=require_targets)
+        raw = [read_pairs(p) for p in paths]
+        pairs = validate_pairs(raw[0] if len(raw) == 1 else pd.concat(raw, ignore_index=True),
+                               require_targets=require_targets)
     for w in caught:
         console.print(f"[yellow]warning:[/] {w.message}", soft_wrap=True)
     return pairs
+
+
+_MANY = " Repeat --pairs to stack several (one table from all)."
 
 
 def _write_table(df: pd.DataFrame, out: Path) -> None:
@@ -34,9 +42,9 @@ def _write_table(df: pd.DataFrame, out: Path) -> None:
         df.to_csv(out, index=False)
 
 
-def fit(pairs: Path = typer.Option(..., "--pairs", help="Training pair table (CSV or "
-                                   "Parquet), or a colocate.py output directory (solo.csv + "
-                                   "pairs.csv)."),
+def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair table (CSV "
+                                         "or Parquet), or a colocate.py output directory "
+                                         "(solo.csv + pairs.csv)." + _MANY),
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
         seed: int = typer.Option(0, help="Random seed (calibration split, folds)."),
         alpha: float = typer.Option(0.1, help="Level of the published pessimistic bound "
@@ -90,8 +98,8 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
     console.print(f"wrote {len(pred)} predictions to {out}")
 
 
-def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with targets (or a "
-                                    "colocate.py output directory)."),
+def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table with targets "
+                                          "(or a colocate.py output directory)." + _MANY),
              out: Path = typer.Option(..., "--out", help="Directory for table and plot."),
              seed: int = typer.Option(0, help="Random seed."),
              n_estimators: int = typer.Option(300, help="Boosting rounds per model.")) -> None:
@@ -114,8 +122,9 @@ def evaluate(pairs: Path = typer.Option(..., "--pairs", help="Pair table with ta
         notes = {"util_rule": "n/a: no utilization columns",
                  "util_linreg": "no utilization: intercept only (= training mean)"}
     md = markdown_table(scores, notes)
+    sources = ", ".join(map(str, pairs))
     (out / "interference_eval.md").write_text(
-        f"# Interference, leave one workload out\n\npairs: {pairs}\n\n{md}\n")
+        f"# Interference, leave one workload out\n\npairs: {sources}\n\n{md}\n")
     preds.to_csv(out / "interference_lowo_predictions.csv", index=False)
     plot_pred_vs_true(preds, out / "interference_pred_vs_true.png")
     t = Table(title="leave-one-workload-out")

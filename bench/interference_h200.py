@@ -8,8 +8,9 @@ final part, scored once; `dev` scores the other six among themselves (their pair
 the final workloads' folds with every other pair as training, `all` every workload's fold (what
 to run on another measurement: nothing is tuned there), `pool` every fold of every dev set
 (the shared one and data/h200b, h200m, h200c, h200d, h200e, h200f, h200g), the others in
-training. `data/h200h` is set aside: no fold trains on it unless it is the one scored
-(`--data data/h200h --part all`, run once after the choices).
+training. `data/h200h` is set aside: no fold of a committed set trains on it (it is scored
+with `--data data/h200h --part all`, once after the choices); a measurement that is none of the
+committed sets (another lab's run of colocate.py) is scored with every committed set in training.
 Writes bench/results/interference_h200_<part>.md (or --out).
 
 For each workload w: every pair involving w is held out (both modes), the model and the
@@ -48,12 +49,15 @@ SAFE, MIN_SPEED = 0.85, 0.8
 
 
 def committed(data: str) -> list[str]:
-    """The measurements committed under data/ (h200, h200b, h200m), less the one being scored
-    (compared by content: data/h200 is a copy of ../shared/gpu-h200)."""
+    """The measurements committed under data/ that train every fold, less the one being scored
+    (compared by content: data/h200 is a copy of ../shared/gpu-h200). The sets in SET_ASIDE
+    are left out while a committed set is scored (the dev work), and kept when the scored
+    measurement is none of them: a new measurement is scored with everything measured."""
     own = (Path(data) / "pairs.csv").read_bytes() if (Path(data) / "pairs.csv").is_file() else b""
-    return [str(p) for p in sorted((ROOT / "data").glob("h200*"))
-            if (p / "pairs.csv").is_file() and (p / "pairs.csv").read_bytes() != own
-            and p.name not in SET_ASIDE]
+    sets = [p for p in sorted((ROOT / "data").glob("h200*")) if (p / "pairs.csv").is_file()]
+    known = any((p / "pairs.csv").read_bytes() == own for p in sets)
+    return [str(p) for p in sets if (p / "pairs.csv").read_bytes() != own
+            and not (known and p.name in SET_ASIDE)]
 
 
 def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
@@ -250,8 +254,9 @@ NOTES = [
     "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c, data/h200d, "
     "data/h200e, data/h200f, data/h200g, less the one scored and less every pair of a workload "
     "of the held-out name). `data/h200h` (measured 2026-11-27 with h200g; both first scored "
-    "once with the model as it stood, interference_h200_g.md / _h.md) is set aside: in no "
-    "fold's training unless it is the set scored (run once, after the choices); `data/h200d` "
+    "once with the model as it stood, interference_h200_g.md / _h.md) is set aside: scored "
+    "once after the choices, and in no fold's training when a committed set is scored; a "
+    "measurement that is none of the committed sets trains on all of them. `data/h200d` "
     "and `data/h200f`, each set aside and scored once in an earlier session, are dev sets now. "
     "`--no-extra` scores the set alone.",
     "- Step time is not a DCGM field: it comes from the solo step (colocate.py's "

@@ -1,7 +1,7 @@
 """The structured part's forms alone (forecaster/interference/mechanism.py), no trees: leave one
 workload out over the dev pool's workloads (the shared set and every committed data/h200*
-set but the one set aside, interference_h200.SET_ASIDE), MAE per sharing mode of each form on both directions of every held-out
-pair (as bench/interference_h200.py scores them).
+set but the one set aside, interference_h200.SET_ASIDE), MAE per sharing mode of each form on
+both directions of every held-out pair (as bench/interference_h200.py scores them).
 Also the measured pair totals the `conserve` forms rest on: u_a v_a + u_b v_b per bin of
 summed GPU util (u: solo GPU util 0-1, v: co-located speed).
 

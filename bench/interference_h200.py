@@ -259,8 +259,9 @@ NOTES = [
     "measurement that is none of the committed sets trains on all of them. `data/h200d` "
     "and `data/h200f`, each set aside and scored once in an earlier session, are dev sets now. "
     "`--no-extra` scores the set alone.",
-    "- Step time is not a DCGM field: it comes from the solo step (colocate.py's "
-    "`step_median_s`; on a cluster 1 / the progress counter's solo rate). `--no-step` drops it.",
+    "- Step time is not a DCGM field: it is 1 / the solo window's rate (colocate.py's `rate`), "
+    "as a cluster's progress counter gives it (before 2026-11-27: the median step, "
+    "`step_median_s`). `--no-step` drops it.",
     "- Disclosure: the time-slicing form and the first MPS form were written after reading the "
     "shared 8-workload table. The MPS priority form was chosen after the two later "
     "measurements (data/h200b: eight other workloads; data/h200m: four of each) were taken "
@@ -369,7 +370,7 @@ def main() -> None:
              f"p10 margin {a.margin}"
              f"{f', bound level alpha {a.alpha}' if a.alpha is not None else ''}), "
              f"step time "
-             f"{'dropped' if a.no_step else 'from the solo step'}; {took:.0f} s.", "",
+             f"{'dropped' if a.no_step else '1 / the solo rate'}; {took:.0f} s.", "",
              *report(r, "Held-out rows"),
              *(per_set(r) + [repeats(sets), ""] if a.part == "pool" else []), *NOTES]
     text = "\n".join(lines)

@@ -1,8 +1,11 @@
 """The H200 co-location measurement (`colocate.py`'s solo.csv + pairs.csv) as a pair table.
 
 Each side's solo features are that workload's solo window in the same sharing mode; its step
-time (`step_s`) is the solo window's median step, the one signal the mechanism part of the
-interference model needs that DCGM does not carry (a cluster gets it from the progress counter).
+time (`step_s`) is 1 / the solo window's rate (steps per second), the one signal the mechanism
+part of the interference model needs that DCGM does not carry. A cluster gets it from the
+progress counter's rate (features.pair_build), which is a mean: so it is the mean step here
+too, not colocate.py's median step (`step_median_s`, used only where a window has no rate), so
+that a model trained on these measurements reads the step a cluster serves it.
 """
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from ground.errors import ForesightError
 SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": "power_w",
                 "fb_used_mib": "fb_used_mib", "gpm_sm_active": "sm_active",
                 "gpm_sm_occupancy": "sm_occupancy", "gpm_tensor_active": "tensor_active",
-                "gpm_dram_active": "dram_active", "step_median_s": "step_s"}
+                "gpm_dram_active": "dram_active"}
 _MODES = {"timeslice": "timeslice", "mps": "mps"}
 
 
@@ -29,11 +32,15 @@ def load_h200_pairs(root: str | Path, gpu_model: str | None = None) -> pd.DataFr
         solo, pairs = pd.read_csv(root / "solo.csv"), pd.read_csv(root / "pairs.csv")
     except FileNotFoundError as exc:
         raise ForesightError(f"co-location measurement incomplete: {exc.filename} missing") from None
-    missing = [c for c in ("mode", "workload", *SOLO_COLUMNS) if c not in solo]
+    missing = [c for c in ("mode", "workload", *SOLO_COLUMNS, "step_median_s") if c not in solo]
     if missing:
         raise ForesightError(f"{root / 'solo.csv'} lacks column {missing[0]!r}")
-    solo = solo.rename(columns=SOLO_COLUMNS).set_index(["mode", "workload"])
-    feats = list(SOLO_COLUMNS.values())
+    rate = pd.to_numeric(solo["rate"], errors="coerce") if "rate" in solo else None
+    median = pd.to_numeric(solo["step_median_s"], errors="coerce")
+    solo = solo.rename(columns=SOLO_COLUMNS).assign(
+        step_s=median if rate is None else (1.0 / rate.where(rate > 0)).fillna(median))
+    solo = solo.set_index(["mode", "workload"])
+    feats = [*SOLO_COLUMNS.values(), "step_s"]
     pairs = pairs[pairs["mode"].isin(_MODES)].reset_index(drop=True)
     out = pd.DataFrame({"a_workload": pairs["a"], "b_workload": pairs["b"],
                         "gpu_model": gpu_model, "sharing": pairs["mode"].map(_MODES),

@@ -206,10 +206,17 @@ def test_read_pairs_builds_the_table_from_a_colocate_directory(tmp_path):
     assert set(d["gpu_model"]) == {"H100 80GB HBM3"}  # from env.json, vendor prefix dropped
     row = d[(d["sharing"] == "mps") & (d["a_workload"] == "gemm") & (d["b_workload"] == "tiny")]
     assert row["a_speed"].item() == 0.95 and row["b_gpu_util"].item() == 25.0
-    assert row["a_step_s"].item() == 0.005  # the solo step the mechanism needs
+    # the solo step the mechanism needs: 1 / the rate (a mean, as a cluster's progress counter
+    # gives it), not colocate.py's median step
+    assert row["a_step_s"].item() == pytest.approx(1 / 100.0)
     assert d["b_speed"].isna().sum() == 2  # a window that measured nothing is no measurement
     validate_pairs(d, require_targets=True)  # a valid pair table as it stands
     assert set(read_pairs(_colocate_dir(tmp_path / "n", None))["gpu_model"]) == {"H200"}
+    solo = pd.read_csv(tmp_path / "m" / "solo.csv")
+    solo.loc[solo["workload"] == "gemm", "rate"] = 0.0  # no rate: the median step serves
+    solo.to_csv(tmp_path / "m" / "solo.csv", index=False)
+    d = read_pairs(tmp_path / "m")
+    assert d.loc[d["a_workload"] == "gemm", "a_step_s"].eq(0.005).all()
 
 
 def test_read_pairs_directory_errors_are_one_line(tmp_path):

@@ -65,3 +65,24 @@ def test_min_speed_is_held_to_the_p10_of_the_nodes_own_sharing_mode(adapter):
     # time-slicing (0.27): no node keeps 0.5; without an annotation both stay
     assert _filter(adapter, "decode_gemv", "gemm_bf16", "0.5")["NodeNames"] == []
     assert _filter(adapter, "decode_gemv", "gemm_bf16", "0")["NodeNames"] == ["ts", "mps"]
+
+
+def test_refusal_names_the_bound_and_the_floor_of_the_side_it_breaks(adapter):
+    lo_ts = adapter.bounds("gemm_bf16", ["decode_gemv"], "timeslice")[0][0]
+    lo_mps = adapter.bounds("gemm_bf16", ["decode_gemv"], "mps")[0][0]
+    asked = f"{(lo_ts + lo_mps) / 2:.2f}"
+    msg = _filter(adapter, "gemm_bf16", "decode_gemv", asked)["FailedNodes"]["ts"]
+    assert "of the pod" in msg and f"under its floor {asked}" in msg
+    # a resident's own floor: the decode job asked 0.5 and no node keeps it beside a GEMM
+    st = ClusterState()
+    st.replace_all([make_node("mps", gpus=1, labels={SHARING_LABEL: "mps"})],
+                   [make_pod("r", fraction=0.5, node="mps", workload="decode_gemv",
+                             phase="Running", annotations={"foresight.io/min-speed": "0.5"})])
+    prov = ProviderSet()
+    prov.set("interference", adapter)
+    pod = make_pod("p", fraction=0.5, workload="gemm_bf16")
+    out = ExtenderHook(st, prov, load_config()).filter(
+        parse_args(json.dumps({"Pod": pod, "NodeNames": ["mps"]}).encode()))
+    assert out["NodeNames"] == []
+    assert "of a resident" in out["FailedNodes"]["mps"]
+    assert "under its floor 0.50 (mps sharing)" in out["FailedNodes"]["mps"]

@@ -91,9 +91,14 @@ class ColocationSafety:
                     f"for the worst resident")
 
         def why(j: int) -> str:
-            who = "the pod" if broken_in[j] else "a resident"
             bound = "admission-bound" if admits else "p10"
-            return (f"minimum speed broken: {bound} speed of {who} under its floor "
-                    f"({modes[j]} sharing)")
+            if broken_in[j]:
+                who, low, fl = "the pod", low_in[j], float(pod.slo_min_speed)
+            else:  # the resident furthest under its own floor
+                gap = np.where(under_floor(lo_res[j], slo[j]), lo_res[j] - slo[j], np.inf)
+                k = int(np.argmin(gap))
+                who, low, fl = "a resident", lo_res[j, k], float(slo[j, k])
+            return (f"minimum speed broken: {bound} speed of {who} {low:.2f} under its floor "
+                    f"{fl:.2f} ({modes[j]} sharing)")
 
         return ComponentResult(value, reason, violation, why)

@@ -16,7 +16,10 @@ memory util, power, SM clock, FB used) and GPM metrics (SM activity, occupancy, 
 DRAM bandwidth: the DCGM profiling fields) are recorded per window. A phased training job
 (train / eval / checkpoint / input stall) is recorded at 10 Hz with its true phase labels.
 
-usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h]
+usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h|i|j]
+
+Sets i and j were written without a GPU (2026-11-27): checked in --fake mode only (the
+orchestration, not the workloads); a workload that fails to build is dropped, not fatal.
 """
 from __future__ import annotations
 
@@ -55,6 +58,15 @@ SETS = {
     # data-dependent masks, kNN search, a host-bound job that barely touches the GPU
     "h": ["convnext_train", "lstmcell_loop", "stft_audio", "bmm_small", "r3d_infer",
           "nonzero_mask", "cdist_knn", "cpu_bound"],
+    # prepared without a GPU (2026-11-27; bench/gpu/colocate_workloads_ij.py): recommendation,
+    # LLM prefill, a UNet-like conv stack, device-to-host copies, LLM sampling, GNN message
+    # passing, weight-only int8 decode, compute beside a copy
+    "i": ["dlrm_embbag", "prefill_2k", "unet_infer", "d2h_copy", "sampling_vocab", "gnn_sage",
+          "int8_dequant", "copy_overlap"],
+    # a long scan, Swin serving, small-batch ResNet-50 training, sort-based unique, BERT-base
+    # training, detection with host post-processing, unfused fp32 attention, batched QR
+    "j": ["scan_ssm", "swin_infer", "resnet50_b16_train", "unique_counts", "bert_train",
+          "ssd_detect", "attn_naive_fp32", "qr_batched"],
 }
 WORKLOADS = SETS[sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "b"]
 FAKE = "--fake" in sys.argv
@@ -65,10 +77,14 @@ MEASURE = float(sys.argv[sys.argv.index("--measure") + 1]) if "--measure" in sys
 # ---------------------------------------------------------------- workloads (one step each)
 from colocate_workloads import _gpt, build as _build  # noqa: E402  (the script's own folder)
 import colocate_workloads_gh as _gh  # noqa: E402
+import colocate_workloads_ij as _ij  # noqa: E402
 
 
 def build(name: str):
-    return _gh.build(name) if name in _gh.NAMES and not FAKE else _build(name, FAKE)
+    for m in (_gh, _ij):
+        if name in m.NAMES and not FAKE:
+            return m.build(name)
+    return _build(name, FAKE)
 
 
 def worker(name: str, conn) -> None:

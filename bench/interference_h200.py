@@ -284,6 +284,8 @@ def main() -> None:
                     help="share of unsafe placements the admission bound may admit "
                          "(default: the model's, 0.05)")
     ap.add_argument("--no-step", action="store_true", help="drop step_s (DCGM fields only)")
+    ap.add_argument("--no-identity", action="store_true",
+                    help="no workload identity encodings (InterferenceModel use_identity=False)")
     ap.add_argument("--extra", action="append", default=None,
                     help="another colocate output dir whose pairs join every fold's training "
                          "(default: the committed measurements, data/h200*, other than --data)")
@@ -306,6 +308,8 @@ def main() -> None:
         params["alpha"] = a.alpha
     if a.admit_risk is not None:
         params["admit_risk"] = a.admit_risk
+    if a.no_identity:
+        params["use_identity"] = False
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
     t = time.time()
     if a.part == "pool":

@@ -259,7 +259,6 @@ def bars(r: pd.DataFrame) -> list[str]:
                                for n, v, ok in rows), ""]
 
 
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     default = ROOT.parent / "shared" / "gpu-h200"

@@ -4,16 +4,20 @@ readable). The shared set's (../shared/gpu-h200/colocate.py) and the sets this p
 """
 from __future__ import annotations
 
+def cuda_env():
+    """(torch, the GPU, its synchronize) for a workload's build, cuDNN autotuning on."""
+    import torch
+    torch.backends.cudnn.benchmark = True
+    return torch, torch.device("cuda"), torch.cuda.synchronize
+
+
 def build(name: str, fake: bool = False):
     """(step, sync) of one workload: `step` runs one iteration of it on the GPU."""
     if fake:
         import numpy as np
         a = np.random.rand(200, 200)
         return lambda: a @ a, lambda: None
-    import torch
-    torch.backends.cudnn.benchmark = True
-    dev = torch.device("cuda")
-    sync = torch.cuda.synchronize
+    torch, dev, sync = cuda_env()
     if name == "attention_bf16":
         q = torch.randn(8, 16, 4096, 128, device=dev, dtype=torch.bfloat16)
         k, v = torch.randn_like(q), torch.randn_like(q)

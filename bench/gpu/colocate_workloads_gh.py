@@ -14,11 +14,8 @@ NAMES = {"mobilenet_infer", "gemm_fp32_simt", "bursty_serving", "cuda_graph_mlp"
 
 def build(name: str):
     """(step, sync) of one workload of sets g / h."""
-    import torch
-    from colocate_workloads import _cnn_infer
-    torch.backends.cudnn.benchmark = True
-    dev = torch.device("cuda")
-    sync = torch.cuda.synchronize
+    from colocate_workloads import _cnn_infer, cuda_env
+    torch, dev, sync = cuda_env()
     if name == "mobilenet_infer":  # depthwise convolutions: low arithmetic intensity serving
         step = _cnn_infer(torch, dev, "mobilenet_v3_large", 128)
     elif name == "gemm_fp32_simt":  # compute-bound without tensor cores

@@ -21,10 +21,8 @@ NAMES = {"dlrm_embbag", "prefill_2k", "unet_infer", "d2h_copy", "sampling_vocab"
 
 def build(name: str):
     """(step, sync) of one workload of sets i / j."""
-    import torch
-    torch.backends.cudnn.benchmark = True
-    dev = torch.device("cuda")
-    sync = torch.cuda.synchronize
+    from colocate_workloads import cuda_env
+    torch, dev, sync = cuda_env()
     nn = torch.nn
     if name == "dlrm_embbag":  # 8 tables x 1M x 128 (4 GiB), bags of 20, then a small MLP
         tables = [nn.EmbeddingBag(1_000_000, 128, mode="sum").to(dev) for _ in range(8)]

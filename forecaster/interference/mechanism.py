@@ -27,8 +27,7 @@ model, one small physical form per `sharing` value, its few parameters fit to th
   total), an eighth parameter. Fit on the other workloads, leave one out over 40: form MAE
   0.135 -> 0.125 (bench/results/interference_forms.md). The earlier hogging-only logistic
   stays as `mps_form="hogging"` (the simulator's seed: it needs util, SM and DRAM only);
-  artifacts saved before
-  `mps_form` existed (5 MPS numbers) load as that form.
+  artifacts saved before `mps_form` existed (5 MPS numbers) load as that form.
 
 Step time is the one signal DCGM does not carry. A cluster has it where it measures speed at
 all: the application's progress counter (`foresight_app_iterations_total`) that the pair

@@ -29,6 +29,7 @@ from forecaster.interference.admission import admission_q  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
 
 FLOOR = 0.8
+RISKS = (0.02, 0.03, 0.04, 0.045, 0.05, 0.06)  # the sweep under the strata table
 SCHEMES = {
     "mode (the gate's)": lambda x: x.sharing,
     "mode x partner util < 60 %": lambda x: x.sharing + np.where(x.partner_gpu_util < 60,
@@ -69,6 +70,18 @@ def leave_set_out(r: pd.DataFrame, risk: float) -> list[tuple[str, np.ndarray, n
     return out
 
 
+def row(name: str, res: list[tuple[str, np.ndarray, np.ndarray]]) -> str:
+    """One table row: pooled admitted unsafe / refused safe, sets passing, each set's pair."""
+    adm = np.concatenate([x[1] for x in res])
+    uns = np.concatenate([x[2] for x in res])
+    per = [(s, 100 * (ad & un).sum() / un.sum(), 100 * (~ad & ~un).sum() / (~un).sum())
+           for s, ad, un in res]
+    ok = sum(1 for _, au, rs in per if au <= 5 and rs <= 30)
+    return (f"| {name} | {100 * (adm & uns).sum() / uns.sum():.1f} % / "
+            f"{100 * (~adm & ~uns).sum() / (~uns).sum():.1f} % | {ok} of {len(per)} | "
+            + ", ".join(f"{s} {au:.1f}/{rs:.1f}" for s, au, rs in per) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", required=True)
@@ -85,15 +98,11 @@ def main() -> None:
              f"unsafe / refused safe at min-speed {FLOOR}; a set passes at <= 5 % / <= 30 %", "",
              "| strata | pooled | sets passing | per set |", "|---|---|---|---|"]
     for name, fn in SCHEMES.items():
-        res = leave_set_out(r.assign(st=fn(r)), a.risk)
-        adm = np.concatenate([x[1] for x in res])
-        uns = np.concatenate([x[2] for x in res])
-        per = [(s, 100 * (ad & un).sum() / un.sum(), 100 * (~ad & ~un).sum() / (~un).sum())
-               for s, ad, un in res]
-        ok = sum(1 for _, au, rs in per if au <= 5 and rs <= 30)
-        lines.append(f"| {name} | {100 * (adm & uns).sum() / uns.sum():.1f} % / "
-                     f"{100 * (~adm & ~uns).sum() / (~uns).sum():.1f} % | {ok} of {len(per)} | "
-                     + ", ".join(f"{s} {au:.1f}/{rs:.1f}" for s, au, rs in per) + " |")
+        lines.append(row(name, leave_set_out(r.assign(st=fn(r)), a.risk)))
+    lines += ["", "The gate's strata (sharing mode) at other risks:", "",
+              "| risk | pooled | sets passing | per set |", "|---|---|---|---|"]
+    for risk in RISKS:
+        lines.append(row(f"{risk:.1%}", leave_set_out(r.assign(st=r["sharing"]), risk)))
     Path(a.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -28,11 +28,18 @@ KS = (0.0, 0.25, 0.5, 1.0)
 
 
 def refused_safe(d: pd.DataFrame, k: float, floor: float, risk: float) -> float:
-    """Share of safe rows refused at the threshold admitting at most `risk` of unsafe rows."""
-    unsafe, safe = (d["y"] < floor).to_numpy(), (d["y"] >= floor).to_numpy()
+    """Share of safe rows refused at the threshold admitting at most `risk` of unsafe rows,
+    ranked by point - k x (point - p10)."""
+    return refused_at((d["model"] - k * (d["model"] - d["p10"])).to_numpy(), d["y"].to_numpy(),
+                      floor, risk)
+
+
+def refused_at(score: np.ndarray, y: np.ndarray, floor: float, risk: float) -> float:
+    """Share of safe rows (y >= floor) refused when admitting by `score` at the threshold that
+    admits at most `risk` of the unsafe ones."""
+    unsafe, safe = y < floor, y >= floor
     if not unsafe.any() or not safe.any():
         return float("nan")
-    score = (d["model"] - k * (d["model"] - d["p10"])).to_numpy()
     top = np.sort(score[unsafe])[::-1]
     n_ok = int(np.floor(risk * unsafe.sum()))
     thr = top[n_ok] if n_ok < len(top) else -np.inf  # admitted: score > thr

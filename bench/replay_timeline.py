@@ -67,7 +67,9 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                    and r.get("hold_multi", 1.0) == a.hold_multi
                                    and r.get("protect_jobs", 0) == a.protect_jobs
                                    and r.get("resident_quantile") == a.resident_quantile
-                                   and r.get("resident_floor", False) == a.resident_floor}
+                                   and r.get("resident_floor", False) == a.resident_floor
+                                   and r.get("big_order", 0.0) == a.big_order
+                                   and r.get("big_order_area", False) == a.big_order_area}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -83,7 +85,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                  max_hold_s=a.max_hold, drain_jobs=a.drain_jobs,
                                  hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
                                  resident_quantile=a.resident_quantile,
-                                 resident_floor=a.resident_floor)
+                                 resident_floor=a.resident_floor, big_order=a.big_order,
+                                 big_order_area=a.big_order_area)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
@@ -92,8 +95,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                              max_hold_s=a.max_hold, drain_jobs=_drain_label(a),
                              hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
                              resident_quantile=a.resident_quantile,
-                             resident_floor=a.resident_floor,
-                             load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             resident_floor=a.resident_floor, big_order=a.big_order,
+                             big_order_area=a.big_order_area, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -234,14 +237,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
                                         "final28b", "dev28c", "final28c", "dev28d", "final28d",
-                                        "dev28e", "dev28f", "final28f"),
+                                        "dev28e", "dev28f", "final28f", "dev28g", "final28g"),
                     default="dev",
                     help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
                          "dev28b / final28b: the second try (open lent nodes, hold bound); "
                          "dev28c / final28c: the third (targeted draining); dev28d / "
                          "final28d: the fourth (2-4 GPU jobs' hold bound, --hold-multi); "
                          "dev28e: drain-oracle-pred (the oracle's lead split); dev28f / "
-                         "final28f: the sixth (residents' ends given their age)")
+                         "final28f: the sixth (residents' ends given their age); dev28g / "
+                         "final28g: the seventh (big jobs shortest predicted first, "
+                         "--big-order)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -271,6 +276,11 @@ def main() -> None:
                     help="with --resident-quantile: a resident's predicted end is never "
                          "before start + its --runtime-quantile prediction (age is read only "
                          "past it)")
+    ap.add_argument("--big-order", type=float, default=0.0,
+                    help="backfilling policies: big jobs queue by arrival + this x their "
+                         "predicted run time (default 0: FIFO)")
+    ap.add_argument("--big-order-area", action="store_true",
+                    help="with --big-order: the predicted run time x the job's pods")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

@@ -54,7 +54,7 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
 def _check_drain(cfg: dict, where: str) -> None:
     """The drain component's and run-time provider's keys (issue 28): one-line errors."""
     for name, lo in (("drain_max_hold_s", 0.0), ("drain_big_gpus", 1.0),
-                     ("drain_replan_s", 0.0)):
+                     ("drain_replan_s", 0.0), ("drain_big_order", 0.0)):
         v = cfg.get(name)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < lo:
             raise ForesightError(f"{where}: {name} must be a number >= {lo:g}")

@@ -8,7 +8,9 @@ the extender reads the same inputs from its `ClusterState`:
   saw it) and its predicted run time from the `runtime` provider (the published runtime
   model). No prediction: the pod reads as overdue (`effective_end`), as in the replay;
 - the pending big jobs: pods asking a whole big node's GPUs, and gangs (their pending
-  members' GPUs, in big nodes), in queue order: priority, then creation time;
+  members' GPUs, in big nodes), in queue order: priority, then creation time (with
+  ``drain_big_order`` alpha > 0: creation + alpha x the job's predicted run time, the
+  replay's shortest-predicted-first order with aging, `simulator.timeline.run.queue_order`);
 - the forecast's pre-drain level from the `demand` provider (reserved whole GPUs, horizon).
 
 Per-row predicted free times are cached on the row's version (a pod event recomputes only its
@@ -41,9 +43,11 @@ def job_of(pod: PodRequest) -> str:
     return f"gang:{pod.gang}" if pod.gang else pod.key
 
 
-def pending_jobs(pending: dict[str, PodRequest], big_gpus: int = BIG_GPUS
-                 ) -> list[tuple[str, int]]:
-    """(job, big nodes it needs) per pending big job, in queue order (priority, creation)."""
+def pending_jobs(pending: dict[str, PodRequest], big_gpus: int = BIG_GPUS,
+                 runtime_s: Callable[[PodRequest], float | None] | None = None,
+                 alpha: float = 0.0) -> list[tuple[str, int]]:
+    """(job, big nodes it needs) per pending big job, in queue order: priority, then creation
+    time + ``alpha`` x the job's predicted run time (``runtime_s``; unknown: 0)."""
     gpus: dict[str, int] = {}
     first: dict[str, tuple[int, float, str]] = {}
     for p in pending.values():
@@ -51,8 +55,11 @@ def pending_jobs(pending: dict[str, PodRequest], big_gpus: int = BIG_GPUS
             continue
         j = job_of(p)
         gpus[j] = gpus.get(j, 0) + p.gpus
-        first[j] = min(first.get(j, (0, math.inf, "")), (-p.priority, p.created or math.inf,
-                                                          p.key))
+        t = p.created or math.inf
+        if alpha and runtime_s is not None:
+            run = runtime_s(p)
+            t += alpha * run if run is not None and np.isfinite(run) else 0.0
+        first[j] = min(first.get(j, (0, math.inf, "")), (-p.priority, t, p.key))
     order = sorted(gpus, key=lambda j: first[j])
     return [(j, max(1, math.ceil(gpus[j] / big_gpus))) for j in order]
 
@@ -67,6 +74,7 @@ class DrainPlan:
         self.state, self.providers, self.cfg, self.clock = state, providers, cfg, clock
         self.big_gpus = int(cfg.get("drain_big_gpus", BIG_GPUS))
         self.replan_s = float(cfg.get("drain_replan_s", REPLAN_S))
+        self.big_order = float(cfg.get("drain_big_order", 0.0))
         self._end = self._start = self._done = None  # per row: (n, G), (n, G), row version
         self._runtime_version = -1
         self._key: tuple | None = None
@@ -103,7 +111,9 @@ class DrainPlan:
         st = self.state
         # a pending pod's arrival or departure does not move the state's version: the jobs
         # themselves are part of the key (O(pending pods) per call, no scoring)
-        jobs = pending_jobs(st.pending, self.big_gpus)
+        rt = self.providers.fresh("runtime") if self.big_order else None
+        jobs = pending_jobs(st.pending, self.big_gpus, rt.runtime_s if rt is not None else None,
+                            self.big_order)
         key = (st.version, self.providers.version, tuple(jobs))
         if key == self._key and now - self._at < self.replan_s:
             return self

@@ -152,3 +152,29 @@ def test_residents_ends_given_their_age_pick_the_node_to_drain():
                         **kw)
     assert cond.start[2] == 3000 and cond.start[3] == 20  # drained B; the pod went to A
     assert ages.asked and min(ages.asked) >= 0.0
+
+
+def test_big_jobs_queue_shortest_predicted_first_with_aging():
+    from simulator.timeline.run import queue_order
+
+    rows = [(0, 1000, 1, 8, 1000),     # the one 8-GPU node, busy until 1000
+            (10, 5000, 1, 8, 1000),    # big, predicted long
+            (20, 100, 1, 8, 1000),     # big, predicted short, arrived later
+            (30, 100, 1, 1, 1000)]     # a small job: its place in the queue is its arrival
+    j = jobs(rows)
+    pred = np.array([1000.0, 5000.0, 100.0, 100.0])
+    kw = dict(reserved=_Zero(), reserve_for="big", max_hold_s=0, runtime_s=pred)
+    fifo = run_timeline(nodes(8), j, "drain-pending", 0, 90000, **kw)
+    assert fifo.start[1] == 1000 and fifo.start[2] == 6000
+    sjf = run_timeline(nodes(8), j, "drain-pending", 0, 90000,
+                       order_s=queue_order(j, pred, 1.0), **kw)
+    assert sjf.start[2] == 1000 and sjf.start[1] == 1100  # the short one overtakes
+    # aging: at alpha 0.001 the 4900-s difference is worth 4.9 s < the 10 s between arrivals
+    aged = run_timeline(nodes(8), j, "drain-pending", 0, 90000,
+                        order_s=queue_order(j, pred, 0.001), **kw)
+    np.testing.assert_array_equal(aged.start, fifo.start)
+    order = queue_order(j, pred, 1.0)
+    assert order[3] == 30.0 and order[2] == 120.0  # small jobs keep their arrival
+    assert queue_order(j, pred, 0.0) is None and queue_order(j, None, 1.0) is None
+    area = queue_order(jobs([(0, 10, 4, 8, 1000)]), np.array([10.0]), 1.0, area=True)
+    assert area.tolist() == [40.0]  # a 4-pod gang counts 4 x its run time

@@ -159,6 +159,15 @@ def test_pending_jobs_group_gangs_and_keep_queue_order():
             gang="g"), pod("hi", 8, prio=100, created=9.0)]
     got = pending_jobs({p.key: p for p in pods})
     assert got == [("default/hi", 1), ("gang:default/g", 2), ("default/b", 1)]
+    # shortest predicted first, aged: b (created 5 s, predicted 1 s) passes the gang (created
+    # 3 s, predicted 10 s) at alpha 1, not at alpha 0.1; priority still comes first
+    run = {"default/b": 1.0, "default/g1": 10.0, "default/g2": 10.0, "default/g3": 10.0,
+           "default/hi": 50.0}
+    by = {p.key: p for p in pods}
+    assert pending_jobs(by, runtime_s=lambda p: run[p.key], alpha=1.0) == \
+        [("default/hi", 1), ("default/b", 1), ("gang:default/g", 2)]
+    assert pending_jobs(by, runtime_s=lambda p: run[p.key], alpha=0.1) == got
+    assert pending_jobs(by, runtime_s=lambda p: None, alpha=1.0) == got  # unknown: creation
 
 
 @pytest.mark.parametrize("weights", ["weights", "fallback_weights"])
@@ -194,6 +203,7 @@ def test_runtime_loader_serves_the_registry_model_at_the_configured_quantile(tmp
     ({"drain_max_hold_s": -1}, "drain_max_hold_s must be a number >= 0"),
     ({"drain_big_gpus": "eight"}, "drain_big_gpus must be a number >= 1"),
     ({"drain_replan_s": True}, "drain_replan_s must be a number"),
+    ({"drain_big_order": -1}, "drain_big_order must be a number >= 0"),
     ({"runtime": {"quantile": "p99"}}, "runtime.quantile must be p10, p50 or p90"),
     ({"runtime": "p50"}, "runtime.quantile must be"),
 ])

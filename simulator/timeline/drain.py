@@ -41,9 +41,11 @@ class DrainGate:
 
     def __init__(self, cluster, jobs, runtime_s: np.ndarray, horizon_s: float,
                  max_hold_s: float = 0.0, plan_jobs: int | None = None, big_gpus: int = 8,
-                 remaining=None) -> None:
+                 remaining=None, order_s: np.ndarray | None = None) -> None:
         self.cluster, self.jobs = cluster, jobs
         self.pred = np.asarray(runtime_s, float)
+        # queue order within a priority (the engine's): arrival unless the policy reorders
+        self.order = jobs.arrival if order_s is None else np.asarray(order_s, float)
         self.horizon_s, self.max_hold_s, self.big_gpus = horizon_s, max_hold_s, big_gpus
         self.plan_jobs = plan_jobs  # drain for the first this many pending big jobs (None: all)
         n, g = cluster.shape
@@ -155,7 +157,7 @@ class DrainGate:
         end = np.where(self.cluster.slot_exists[r], end, np.inf)
         t = drain_times(end, self.big_gpus, now)
         j = self.jobs
-        queue = sorted(self.pending, key=lambda x: (-int(j.priority[x]), x))
+        queue = sorted(self.pending, key=lambda x: (-int(j.priority[x]), self.order[x], x))
         queue = queue[:self.plan_jobs] if self.plan_jobs is not None else queue
         shadow, owner = plan_shadows(t, [int(j.pods[x]) for x in queue],
                                  self.reserved / self.big_gpus, self.horizon_s, now)

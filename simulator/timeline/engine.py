@@ -59,7 +59,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  reserve_for: str = "gang", seed: int = 0, runtime_s=None,
                  max_hold_s: float | None = None, drain_jobs: int | None = None,
                  hold_multi: float = 1.0, protect_jobs: int = 0,
-                 remaining=None) -> TimelineResult:
+                 remaining=None, order_s: np.ndarray | None = None) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -75,6 +75,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     hold bound still keeps off the nodes drained for the first this many big jobs (0: none).
     ``remaining``: draining policies, residents' predicted ends given their age (`DrainGate`;
     None: start + ``runtime_s``).
+    ``order_s``: per job, the time it queues by within its priority (None: its arrival, FIFO);
+    a pass and the drain plan take pending jobs in (priority, order_s) order.
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -92,7 +94,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     hold = (MAX_HOLD_S if max_hold_s is None else max_hold_s) if backfill else 0.0
     if placer.drain:  # issue 28's targeted draining answers the same gate questions
         gate = DrainGate(c, jobs, runtime_s, reserved.horizon_s, hold, drain_jobs,
-                         remaining=remaining)
+                         remaining=remaining, order_s=order_s)
     else:
         gate = ReservationGate(c, horizon_s=reserved.horizon_s if backfill else 0.0,
                                max_hold_s=hold) if placer.reserve else None
@@ -103,7 +105,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     n = len(jobs)
     start = np.full(n, np.nan)
     where: dict[int, list[tuple[int, list[int]]]] = {}
-    pending: dict[tuple, list] = {}  # shape key -> heap of (-priority, pod rank, job)
+    okey = jobs.arrival if order_s is None else np.asarray(order_s, float)
+    pending: dict[tuple, list] = {}  # shape key -> heap of (-priority, pod rank, order, job)
     blocked = BlockedLog(n)  # the shapes and jobs a pass found blocked in fragments, or held
     departures: list[tuple[float, int]] = []
     wakes: list[tuple[float, int]] = []  # (arrival + hold bound, job): a pass when it ages
@@ -127,7 +130,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def push(j: int, k: tuple, rank: int = 0) -> None:
         # without gang semantics pods of gangs queued together interleave (pod 0 of each, then
         # pod 1, ...), as pods created by several gang controllers at once reach the queue
-        heapq.heappush(pending.setdefault(k, []), (-int(jobs.priority[j]), rank, j))
+        heapq.heappush(pending.setdefault(k, []),
+                       (-int(jobs.priority[j]), rank, float(okey[j]), j))
 
     def release_pods(pl: list[tuple[int, list[int]]], g: int, m: int) -> None:
         for node, slots in pl:
@@ -186,11 +190,11 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             best = None
             for k, heap in pending.items():
                 if heap and (best is None or heap[0] < pending[best][0]) and \
-                        fits(k, agg, heap[0][2], now):
+                        fits(k, agg, heap[0][-1], now):
                     best = k
             if best is None:
                 break
-            j = heapq.heappop(pending[best])[2]
+            j = heapq.heappop(pending[best])[-1]
             if gang or jobs.pods[j] == 1:
                 old = aged(j, now)
                 lent = backfill and not exempt[j] and rclass[j] < NCLASS and not old
@@ -229,7 +233,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             counters["restarts"] += 1
             # the gang is submitted again: all its pods are new, behind every pod waiting
             k = key_of(j)
-            pending[k] = [e for e in pending.get(k, []) if e[2] != j]
+            pending[k] = [e for e in pending.get(k, []) if e[-1] != j]
             heapq.heapify(pending[k])
             for r in range(int(jobs.pods[j])):
                 push(j, k, 1000 * counters["restarts"] + r)

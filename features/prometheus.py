@@ -7,6 +7,7 @@ speaks its query API (Thanos, Mimir, VictoriaMetrics).
 from __future__ import annotations
 
 import json
+import os
 import re
 from abc import ABC, abstractmethod
 from datetime import datetime, timezone
@@ -80,6 +81,8 @@ class PrometheusSource(MetricSource):
         if self._client is None:
             if not re.match(r"^https?://[^/\s]+", self.url or ""):
                 raise ForesightError(f"invalid Prometheus URL {self.url!r}: expected http(s)://host:port")
+            if self.ca_file and not self.insecure and not os.path.exists(self.ca_file):
+                raise ForesightError(f"CA bundle not found: {self.ca_file}")
             session = requests.Session()
             session.verify = False if self.insecure else (self.ca_file or True)
             # Retries on 5xx/429 and on connect/read errors, with exponential backoff.

@@ -89,4 +89,10 @@ def read_phases(path: str | Path) -> pd.DataFrame:
     p = Path(path)
     if not p.is_file():
         raise ForesightError(f"phases file not found: {p}")
-    return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    try:
+        return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+    except pd.errors.EmptyDataError:
+        raise ForesightError(f"phases file {p} is empty") from None
+    except Exception as exc:  # parser errors of either format: user input, not a bug
+        why = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ForesightError(f"cannot read phases file {p}: {why}") from None

@@ -68,14 +68,14 @@ class SimConfig:
         if self.start.tzinfo is None:
             self.start = self.start.tz_localize("UTC")
         self.start = self.start.tz_convert("UTC")
-        if self.days <= 0 or self.step_s <= 0:
-            raise ValueError("days and step_s must be positive")
+        if not (0 < self.days < float("inf") and 0 < self.step_s < float("inf")):  # and NaN
+            raise ValueError("days and step_s must be positive and finite")
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("nodes and gpus_per_node must be at least 1")
         if not self.queues:
             raise ValueError("at least one queue is needed")
-        if self.load < 0:
-            raise ValueError("load must be non-negative")
+        if not 0 <= self.load < float("inf"):  # and NaN
+            raise ValueError("load must be non-negative and finite")
 
     @property
     def n_gpus(self) -> int:

@@ -51,9 +51,13 @@ def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: i
     demo cluster measures ~20 GPU-shared sides a day, too few to fit either sharing mode."""
     from simulator import SimConfig, generate_cluster
 
-    cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=gpus_per_node,
-                    step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS,
-                    sharing_calibration=sharing_calibration, fractional_share=fractional_share)
+    try:
+        cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=gpus_per_node,
+                        step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS,
+                        sharing_calibration=sharing_calibration,
+                        fractional_share=fractional_share)
+    except ValueError as exc:  # --days / --nodes out of range: user input
+        raise ForesightError(f"synthetic history: {exc}") from None
     c = generate_cluster(cfg)
     node_of = dict(zip(c.pods["namespace"] + "/" + c.pods["pod"], c.pods["node"]))
     truth = c.truth["interference"]

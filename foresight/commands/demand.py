@@ -8,6 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foresight.commands import check_output
 from ground.errors import ForesightError
 
 
@@ -23,6 +24,11 @@ def _load(series: Path, freq: str, agg: str, fill: str = "auto", target: str = "
     if fill == "auto" and target == "rate":
         fill = "zero"
     return regularize(read_series_csv(series), freq, agg, fill)
+
+
+def _check_val_bins(val_bins: int) -> None:
+    if val_bins < 1:
+        raise ForesightError(f"--val-bins {val_bins}: must be at least 1")
 
 
 def _test_start(df: pd.DataFrame, value: str, freq: str, horizon: int) -> pd.Timestamp:
@@ -108,6 +114,9 @@ def register(app: typer.Typer) -> None:
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
+        _check_val_bins(val_bins)
+        check_output(out, "--out")
+        check_output(plot, "--plot")
         df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
         if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:
@@ -124,6 +133,7 @@ def register(app: typer.Typer) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         pred[cols].round(6).to_csv(out, index=False)  # undo float noise of per-queue scaling
         png = plot or out.with_suffix(".png")
+        png.parent.mkdir(parents=True, exist_ok=True)
         uid = plot_busiest(pred, str(png), f"horizon {horizon}, agg {agg}:")
         table = Table(title=f"demand backtest: horizon {horizon}, agg {agg}, {len(pred)} origins, "
                             f"shrink {model.lam_:g}")
@@ -154,6 +164,8 @@ def register(app: typer.Typer) -> None:
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
+        _check_val_bins(val_bins)
+        check_output(save, "--save", directory=True)
         df = _load(series, freq, agg, fill, target)
         if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
             raise ForesightError(f"series too short for a {val_bins}-bin calibration window: lower --val-bins")

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foresight.commands import check_output
 from ground.errors import ForesightError
 
 if TYPE_CHECKING:
@@ -99,6 +100,8 @@ def build(data: Optional[Path] = typer.Option(None, "--data", help="Directory of
         raise ForesightError(f"bad --method {method!r}: use cpd or hmm")
     if (data is None) == (csv is None):
         raise ForesightError("give exactly one of --data DIR and --csv FILE")
+    check_output(out, "--out")
+    check_output(predictor, "--predictor", directory=True)
     if csv is not None:
         if method != "cpd" or predictor is not None:
             raise ForesightError("--csv supports --method cpd only and no --predictor "
@@ -148,6 +151,7 @@ def show(workload: str = typer.Argument(..., help="Workload key as listed by bui
     """Plot a workload's phase timeline (longest run) and per-phase profile."""
     from forecaster.fingerprint.plot import plot_fingerprint
 
+    check_output(out, "--out")
     doc = _load_fp(fingerprint)
     if workload not in doc["workloads"]:
         raise ForesightError(f"unknown workload {workload!r}; known: "
@@ -170,6 +174,8 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
     """Predicted workload and peak-framebuffer upper quantile of a job before it starts."""
     from forecaster.fingerprint.predict import NewJobPredictor
 
+    if not gpus > 0:  # and NaN
+        raise ForesightError(f"--gpus {gpus}: must be positive")
     if not (predictor / "manifest.json").is_file():
         raise ForesightError(f"{predictor}: no manifest.json (run fingerprint build --predictor)")
     try:

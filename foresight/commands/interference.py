@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foresight.commands import check_output
 from forecaster.interference.admission import ADMIT_RISK
 from ground.errors import ForesightError
 
@@ -56,6 +57,7 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
     """Fit the interference model on a pair table and save it."""
     from forecaster.interference.model import InterferenceModel
 
+    check_output(model_dir, "--model-dir", directory=True)
     table = _read(pairs, require_targets=True)
     model = InterferenceModel(seed=seed, alpha=alpha, admit_risk=admit_risk).fit(table)
     model.save(model_dir)
@@ -91,6 +93,7 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
     from features.pairs import read_pairs
     from forecaster.interference.model import InterferenceModel
 
+    check_output(out, "--out")
     model = InterferenceModel.load(model_dir)
     raw = read_pairs(pairs)
     pred = model.predict(_read(pairs, require_targets=False))  # warns on ignored columns
@@ -106,6 +109,9 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
     """Leave-one-workload-out evaluation of the model against the baselines."""
     from forecaster.interference.evaluate import lowo_predictions, markdown_table, score
 
+    if n_estimators < 1:
+        raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
+    check_output(out, "--out", directory=True)
     table = _read(pairs, require_targets=True)
     if "a_workload" not in table or "b_workload" not in table:
         raise ForesightError("evaluate needs a_workload and b_workload to hold workloads out")

@@ -20,11 +20,14 @@ DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "mig"
 def _read_forecast(path: Path) -> list[dict]:
     try:
         with path.open(newline="") as fh:
-            rows = list(csv.DictReader(fh))
+            reader = csv.DictReader(fh)
+            rows, header = list(reader), reader.fieldnames
     except FileNotFoundError:
         raise ForesightError(f"forecast not found: {path}") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ForesightError(f"forecast {path}: not a CSV ({exc})") from None
+    if header is None:  # not even a header: not a forecast of no demand
+        raise ForesightError(f"forecast {path} is empty")
     if rows and "unique_id" not in rows[0]:
         raise ForesightError(f"forecast {path}: missing column unique_id")
     return rows

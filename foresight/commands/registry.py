@@ -7,6 +7,8 @@ from rich.table import Table
 
 import sys
 
+from ground.errors import ForesightError
+
 console = Console() if sys.stdout.isatty() else Console(width=160)
 _REG = typer.Option(..., "--registry", help="Registry root: a directory or an fsspec URL.")
 
@@ -19,15 +21,24 @@ def _primary(manifest: dict) -> str:
     return ""
 
 
+def _open(registry: str):
+    """The registry at `registry`, which must exist: a mistyped path is not an empty registry
+    (verify would pass on it)."""
+    from artifacts.registry import Registry
+
+    reg = Registry(registry)
+    if not reg.fs.isdir(reg.root):
+        raise ForesightError(f"registry {registry} does not exist or is not a directory")
+    return reg
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(no_args_is_help=True, help="Inspect, verify and roll back published models.")
 
     @sub.command("list")
     def list_(registry: str = _REG) -> None:
         """Every version of every model kind; * marks the one in service."""
-        from artifacts.registry import Registry
-
-        reg = Registry(registry)
+        reg = _open(registry)
         table = Table(title=f"models in {registry}")
         for col in ("kind", "version", "", "created", "training window", "backtest", "status"):
             table.add_column(col)
@@ -53,9 +64,7 @@ def register(app: typer.Typer) -> None:
                  version: str = typer.Argument(..., help="Version to put back in service."),
                  registry: str = _REG) -> None:
         """Point `current` of KIND at VERSION (which must verify)."""
-        from artifacts.registry import Registry
-
-        reg = Registry(registry)
+        reg = _open(registry)
         before = reg.current(kind)
         reg.rollback(kind, version)
         console.print(f"{kind}: current {before} -> {version}")
@@ -63,9 +72,7 @@ def register(app: typer.Typer) -> None:
     @sub.command("verify")
     def verify(registry: str = _REG) -> None:
         """Check every artifact's checksum and schema; exit 1 naming each bad file."""
-        from artifacts.registry import Registry
-
-        reg = Registry(registry)
+        reg = _open(registry)
         problems = reg.verify()
         n = sum(len(reg.versions(k)) for k in reg.kinds())
         for p in problems:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foresight.commands import check_output
 from ground.errors import ForesightError
 
 console = Console()
@@ -46,6 +47,9 @@ def replay_cmd(
     """Replay openb pods on the openb GPU nodes with one placement policy."""
     from simulator.replay import POLICIES
 
+    check_output(out, "--out")
+    if not 0 < tune <= 10:
+        raise ForesightError("--tune must be in (0, 10]")
     if compare:
         _compare(traces, policies, seeds, csv_dir, results_dir, tune, workers, out)
         return
@@ -56,8 +60,6 @@ def replay_cmd(
     if policy not in POLICIES and policy not in OTHERS:
         raise ForesightError(f"unknown policy {policy!r}; choose from "
                              f"{', '.join([*POLICIES, *OTHERS])}")
-    if not 0 < tune <= 10:
-        raise ForesightError("--tune must be in (0, 10]")
     from simulator.replay import load_nodes, load_pods, replay
 
     mode = None

@@ -125,7 +125,16 @@ def register(app: typer.Typer) -> None:
             raise ForesightError(f"--only {only!r}: choose 'extender', 'api' or 'all'")
         if not 0 < port < 65536:
             raise ForesightError(f"--port {port}: not a TCP port")
+        if not max_body_mb > 0:  # and NaN
+            raise ForesightError(f"--max-body-mb {max_body_mb}: must be > 0")
+        if kubeconfig is not None and not kubeconfig.is_file():
+            raise ForesightError(f"kubeconfig not found: {kubeconfig}")
         import uvicorn
+        from uvicorn.config import LOG_LEVELS
+
+        if log_level.lower() not in LOG_LEVELS:
+            raise ForesightError(f"--log-level {log_level!r}: choose one of "
+                                 f"{', '.join(LOG_LEVELS)}")
 
         from scheduler_hook.app import create_app
 
@@ -136,6 +145,8 @@ def register(app: typer.Typer) -> None:
         logging.basicConfig(level=log_level.upper(), format="%(message)s")
         if (tls_cert is None) != (tls_key is None):
             raise ForesightError("--tls-cert and --tls-key go together")
+        if tls_cert is not None:
+            _check_tls(tls_cert, tls_key)
         hook = watcher = None
         if only != "api" or snapshot is not None or kubeconfig is not None:
             try:
@@ -191,6 +202,18 @@ def register(app: typer.Typer) -> None:
                 poller.stop()
             if watcher is not None:
                 watcher.stop()
+
+
+def _check_tls(cert: Path, key: Path) -> None:
+    """Load the pair as uvicorn will, now: a missing or mismatched file is one line, not a
+    traceback from inside the server's start."""
+    import ssl
+
+    try:
+        ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(str(cert), str(key))
+    except OSError as exc:  # ssl.SSLError is one
+        raise ForesightError(f"cannot load --tls-cert {cert} / --tls-key {key}: "
+                             f"{exc.strerror or type(exc).__name__}") from None
 
 
 def _attach_on_startup(app: Any, watcher: Any) -> None:

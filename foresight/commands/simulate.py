@@ -54,6 +54,7 @@ def simulate(
     t0 = time.perf_counter()
     if out.exists() and not out.is_dir():
         raise ForesightError(f"output {out} exists and is not a directory")
+    _refuse_real_history(out)
     # samples by (day, metric) as `foresight ingest` writes them: `train --data` streams them;
     # an earlier run's samples (partitions of other days, or the older flat table) are replaced
     shutil.rmtree(out / "samples", ignore_errors=True)
@@ -66,6 +67,24 @@ def simulate(
 
         n_om = write_openmetrics_dir(out / "history.om", out)
     _summary(cfg, info, out, t_gen, n_om)
+
+
+def _refuse_real_history(out: Path) -> None:
+    """A directory `foresight ingest` filled holds history that cannot be pulled again (the
+    retention has moved on): regenerating over it would delete it. An earlier simulate's
+    output (its ingest.json says synthetic) is replaced, as before."""
+    import json
+
+    man = out / "ingest.json"
+    if not man.is_file():
+        return
+    try:
+        source = str(json.loads(man.read_text()).get("source", ""))
+    except (OSError, ValueError, AttributeError):
+        source = ""
+    if not source.startswith("synthetic"):
+        raise ForesightError(f"{out} holds an ingested history ({man} is not from simulate): "
+                             "give another --out")
 
 
 def _summary(cfg, info: dict, out: Path, t_gen: float, n_om: int | None) -> None:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foresight.commands import check_output
 from ground.errors import ForesightError
 
 console = Console()
@@ -71,6 +72,8 @@ def timeline_cmd(
     if not 1 <= horizon <= 36:
         raise ForesightError("--horizon must be between 1 and 36 bins")
     seed_list = parse_seeds(seeds)
+    check_output(out, "--out")
+    check_output(plot, "--plot")
     path = nodes or shared_traces_dir() / DEFAULT_NODES
     if not path.is_file():
         raise ForesightError(f"nodes file not found: {path} (give --nodes)")

@@ -133,6 +133,19 @@ def register(app: typer.Typer) -> None:
 
             raise ForesightError("--interference-admit-risk must be in (0, 0.5), not "
                                  f"{interference_admit_risk}")
+        from foresight.commands import check_output
+        from ground.errors import ForesightError
+
+        if n_estimators < 1:
+            raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
+        if not -1 < tolerance < float("inf"):  # and NaN
+            raise ForesightError(f"--tolerance {tolerance}: must be a finite share above -1")
+        if not 0 <= min_coverage <= 1:
+            raise ForesightError(f"--min-coverage {min_coverage}: must be in [0, 1]")
+        check_output(out, "--out", directory=True)
+        check_output(scratch, "--scratch", directory=True)
+        if "://" not in registry:
+            check_output(registry, "--registry", directory=True)
         if scratch:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from foresight.commands import check_output
 from ground.errors import ForesightError
 
 console = Console(highlight=False)
@@ -25,6 +26,7 @@ def series(data: Path = typer.Option(..., "--data", help="Directory of tables.")
     from features.ingest import read_tables
     from features.usage_series import attach_phases, read_phases, usage_long
 
+    check_output(out, "--out")
     df = usage_long(read_tables(data)["samples"], metric, freq)
     if phases is not None:
         df = attach_phases(df, read_phases(phases), freq)
@@ -85,6 +87,8 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"bad --half-life {half_life}: must be > 0 bins")
     if recent_window is not None and recent_window < 0:
         raise ForesightError(f"bad --recent-window {recent_window}: must be >= 0 bins")
+    check_output(out, "--out")
+    check_output(save, "--save", directory=True)
     try:
         start = pd.Timestamp(test_start)
     except ValueError:

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+from foresight.commands import check_output
 from ground.errors import ForesightError
 
 err = Console(stderr=True, highlight=False)
@@ -94,6 +95,7 @@ def whatif_cmd(
     if not 0 <= right_size <= 8:
         raise ForesightError("--right-size must be between 0 and 8 replays")
     warm = parse_duration(warmup).total_seconds()
+    check_output(out, "--out", directory=True)
     history = _history(data, prometheus_url, jobs, nodes, out, since, end)
     if not 1 <= workers <= 64:
         raise ForesightError("--workers must be between 1 and 64")

@@ -33,6 +33,20 @@ def _read(path: Path | str, required: tuple[str, ...], what: str) -> pd.DataFram
     return df
 
 
+def _ints(df: pd.DataFrame, col: str, path: Path | str, empty_is_zero: bool = True
+          ) -> np.ndarray:
+    """A count column as int64; a value that is not a number (or an empty cell, unless it
+    reads as 0) is a one-line error naming it, not a traceback."""
+    num = pd.to_numeric(df[col], errors="coerce")
+    bad = num.isna() & (df[col].notna() if empty_is_zero else True)
+    if bad.any():
+        i = int(np.flatnonzero(bad.to_numpy())[0])
+        v = df[col].iloc[i]
+        what = "an empty cell" if pd.isna(v) else f"a non-numeric value {v!r}"
+        raise ForesightError(f"{path}: column {col} has {what} (data row {i + 1})")
+    return num.fillna(0).to_numpy(np.int64)
+
+
 @dataclass(frozen=True)
 class Nodes:
     """Node capacities as arrays (N nodes, G = most GPUs on a node)."""
@@ -76,11 +90,13 @@ class Pods:
 
 def load_nodes(path: Path | str) -> Nodes:
     df = _read(path, NODE_COLUMNS, "nodes")
-    df = df[df["gpu"].fillna(0) > 0]  # the published cluster is the GPU nodes
+    gpu = _ints(df, "gpu", path)
+    cpu, mem = (_ints(df, c, path, empty_is_zero=False) for c in ("cpu_milli", "memory_mib"))
+    keep = gpu > 0  # the published cluster is the GPU nodes
+    df = df[keep]
     if df.empty:
         raise ForesightError(f"nodes CSV {path} has no GPU node")
-    return Nodes(df["sn"].astype(str).to_numpy(), df["cpu_milli"].to_numpy(np.int64),
-                 df["memory_mib"].to_numpy(np.int64), df["gpu"].to_numpy(np.int64),
+    return Nodes(df["sn"].astype(str).to_numpy(), cpu[keep], mem[keep], gpu[keep],
                  df["model"].fillna("").astype(str).to_numpy())
 
 
@@ -93,16 +109,15 @@ def pods_from_frame(df: pd.DataFrame, path: str = "table") -> Pods:
     missing = [c for c in POD_COLUMNS if c not in df.columns]
     if missing:
         raise ForesightError(f"pods {path} lacks columns: {', '.join(missing)}")
-    num = df["num_gpu"].fillna(0).to_numpy(np.int64)
-    milli = df["gpu_milli"].fillna(0).to_numpy(np.int64)
+    num = _ints(df, "num_gpu", path)
+    milli = _ints(df, "gpu_milli", path)
     if (num < 0).any() or ((num == 1) & ((milli <= 0) | (milli > 1000))).any():
         raise ForesightError(f"pods CSV {path}: num_gpu must be >= 0 and gpu_milli in 1..1000")
     # num_gpu > 1 means whole GPUs whatever gpu_milli says
     milli = np.where(num > 1, 1000, np.where(num == 0, 0, milli))
     spec = (df["gpu_spec"].fillna("").astype(str).to_numpy() if "gpu_spec" in df
             else np.full(len(df), "", dtype=object))
-    return Pods(df["cpu_milli"].fillna(0).to_numpy(np.int64),
-                df["memory_mib"].fillna(0).to_numpy(np.int64), num, milli, spec)
+    return Pods(_ints(df, "cpu_milli", path), _ints(df, "memory_mib", path), num, milli, spec)
 
 
 def load_trace(csv_dir: Path | str, name: str) -> Pods:

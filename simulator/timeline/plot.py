@@ -28,6 +28,7 @@ def plot_timeline(series: dict[str, dict[str, np.ndarray]], path: Path | str,
         a.set_title(title, fontsize=10)
     fig.tight_layout()
     tmp = Path(str(path) + ".tmp.png")
+    tmp.parent.mkdir(parents=True, exist_ok=True)  # as --out does
     fig.savefig(tmp, dpi=90)
     plt.close(fig)
     tmp.replace(path)

@@ -291,7 +291,7 @@ def main() -> None:
     a = ap.parse_args()
     if not a.table_only:
         run(a)
-    if not a.phase.endswith(("28b", "28c")):  # bench/replay_timeline_backfill.py tables those
+    if not a.phase.endswith(("28b", "28c", "28g")):  # replay_timeline_backfill.py tables those
         write(a.phase, "nice .venv/bin/python bench/replay_timeline.py " +
               " ".join(sys.argv[1:]), a.notes)
 

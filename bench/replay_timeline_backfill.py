@@ -13,8 +13,12 @@ Runs (second try, phase final28b): nice .venv/bin/python bench/replay_timeline.p
           their final28 runs of the same seeds are read (a seed without one is run there).
 First try: the same with --phase final28 and every policy.
 Table: nice .venv/bin/python bench/replay_timeline_backfill.py [--notes FILE]
+Runs (seventh look, phases dev28g / final28g): the third try's command with --big-order A
+          [--big-order-area] (dev seeds 0-2, A = 0, 1, 3, 10, 100; final seeds: A = 10,
+          --policies foresight-drain,drain-flat,drain-oracle).
 Reads the cached runs (bench/results/replay_timeline_runs.jsonl, phases dev28, final28,
-dev28b, final28b, dev28c, final28c) and writes bench/results/replay_timeline_backfill.md.
+dev28b, final28b, dev28c, final28c, dev28g, final28g) and writes
+bench/results/replay_timeline_backfill.md.
 """
 from __future__ import annotations
 
@@ -41,6 +45,7 @@ DRAIN_POLS = ("fgd", "foresight-flat", "foresight-drain", "drain-pending", "drai
               "drain-oracle", "drain-oracle-pred")
 ROLES = {"b": ("foresight-backfill", "backfill-flat", "oracle", POLS),
          "c": ("foresight-drain", "drain-flat", "drain-oracle", DRAIN_POLS)}
+DRAIN_DEV = ("dev28c", "dev28d", "dev28e", "dev28g")  # dev phases of the drain policies
 CLASSES = ("frac", "1", "2-4", "8", "gang")
 SMALL = ("frac", "1", "2-4")
 
@@ -60,7 +65,7 @@ def unstarted(r: dict) -> int:
 
 
 def roles(phase: str) -> tuple:
-    return ROLES["c"] if phase.endswith(("28c", "28d", "28e")) else ROLES["b"]
+    return ROLES["c"] if phase.endswith(("28c", "28d", "28e", "28g")) else ROLES["b"]
 
 
 def table(runs: list[dict], phase: str) -> list[str]:
@@ -236,7 +241,10 @@ def main() -> None:
            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC", ""]
     if a.notes and a.notes.exists():
         out += [a.notes.read_text().rstrip(), ""]
-    for phase, title in (("dev28e", "Dev seeds, fifth look (drain-oracle's lead split: the "
+    for phase, title in (("final28g", "Final seeds, seventh look (big jobs shortest predicted "
+                                      "first, aged: --big-order 10)"),
+                         ("dev28g", "Dev seeds, seventh look (choices: --big-order)"),
+                         ("dev28e", "Dev seeds, fifth look (drain-oracle's lead split: the "
                                     "oracle's pre-drain with predicted run times; no policy "
                                     "changed)"),
                          ("dev28d", "Dev seed, fourth try (2-4 GPU hold bound, head jobs "
@@ -250,23 +258,25 @@ def main() -> None:
         rs = [r for r in runs if r["phase"] == phase and r["gang_semantics"]]
         if phase == "final28b":
             rs += reused(runs, rs)
-        elif phase == "final28c":
+        elif phase in ("final28c", "final28g"):
             rs += reused(runs, rs, ("final28", "final28b"))
-        elif phase in ("dev28c", "dev28d", "dev28e"):
+        elif phase in DRAIN_DEV:
             rs += reused(runs, rs, ("dev28b",))
         if phase.startswith("dev"):
             var = lambda r: (r.get("runtime_quantile", "p90"), r.get("quantile", "p90"),  # noqa
                              r.get("max_hold_s"), r.get("drain_jobs", "all"),
-                             r.get("hold_multi", 1.0), r.get("protect_jobs", 0))
-            ref = ("fgd", "foresight-flat") if phase in ("dev28c", "dev28d", "dev28e") \
-                else ("fgd",)
+                             r.get("hold_multi", 1.0), r.get("protect_jobs", 0),
+                             r.get("big_order", 0.0), r.get("big_order_area", False))
+            ref = ("fgd", "foresight-flat") if phase in DRAIN_DEV else ("fgd",)
             for v in sorted({var(r) for r in rs if r["policy"] not in ref}, key=str):
                 sub = [r for r in rs if var(r) == v or r["policy"] in ref]
                 label = f"run-time quantile {v[0]}" if phase == "dev28" else \
                     f"run-time {v[0]}, forecast {v[1]}, hold bound {v[2]} s" + (
                         f", drain for {v[3]} pending big jobs" if phase == "dev28c" else "") + (
                         f", 2-4 GPU hold x {v[4]:g}, aged pods kept off the first {v[5]} big "
-                        f"jobs' nodes" if phase == "dev28d" else "")
+                        f"jobs' nodes" if phase == "dev28d" else "") + (
+                        f", big jobs queued by arrival + {v[6]:g} x predicted run time"
+                        + (" x pods" if v[7] else "") if phase == "dev28g" else "")
                 out += [f"## {title}: {label}", "", *table(sub, phase)]
         elif rs:
             out += [f"## {title}", "", *table(rs, phase)]

@@ -52,7 +52,8 @@ def run(a: argparse.Namespace) -> None:
                                    reserve_nodes=a.reserve_nodes, pack=a.pack,
                                    elastic_wait=a.elastic_wait, drain=a.drain,
                                    pack_racks=a.pack_racks,
-                                   drain_hold_s=a.drain_hold_min * 60)
+                                   drain_hold_s=a.drain_hold_min * 60,
+                                   big_order=a.big_order)
                 row = summarize(jobs, res, 0.0, t1)
                 row.update(phase=a.phase, profile=prof, seed=seed, days=a.days, load=a.load,
                            spread_rack=a.spread_rack, spread_block=a.spread_block,
@@ -65,7 +66,8 @@ def run(a: argparse.Namespace) -> None:
                            pack=a.pack and pol.startswith("topology"),
                            drain=a.drain if pol == "topology" else 0,
                            pack_racks=a.pack and a.pack_racks and pol.startswith("topology"),
-                           drain_hold_min=a.drain_hold_min)
+                           drain_hold_min=a.drain_hold_min,
+                           big_order=a.big_order if pol.startswith("topology") else 0.0)
                 record(row, RUNS)
     report()
 
@@ -91,6 +93,8 @@ def label(r: dict) -> str:
         out += " pack" + (" racks" if r.get("pack_racks") else "")
     if r.get("drain"):
         out += f" drain {r['drain']} (hold {r['drain_hold_min']:g} min)"
+    if r.get("big_order"):
+        out += f" shortest first ({r['big_order']:g})"
     if r.get("reserve_nodes"):
         out += " + node reservation"
     out += " waits" if r.get("elastic_wait") else ""
@@ -117,13 +121,15 @@ def report() -> None:
            "- command: `nice .venv/bin/python bench/topology.py --profiles helios,dlrm "
            "--seeds S --days 2 --load L --phase dev|final|elastic|elastic-dev [--policies P] "
            "[--hold K] [--hold-pick predicted|free|collect] [--keep none|flat|forecast] "
-           "[--regrow] [--pack] [--elastic-wait] [--pack-racks] [--drain K] [--drain-hold-min M]`",
+           "[--regrow] [--pack] [--elastic-wait] [--pack-racks] [--drain K] "
+           "[--drain-hold-min M] [--big-order A]`",
            f"- report written {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC from "
            "bench/results/topology_runs.jsonl; the runs (date, machine, arguments):"]
     out += [f"  - {d}: {m}; `{c}`" for d, m, c in runs]
     out += ["- cluster: the 1,213 openb GPU nodes in file order, racks of 16 nodes, blocks of 8 "
             "racks (simulator/timeline/topology.py); jobs: simulator/timeline/workload.py "
-            "(gangs are 2 or 4 pods of 8 GPUs); queue: priority then arrival, backfill",
+            "(gangs are 2 or 4 pods of 8 GPUs); queue: priority then arrival, backfill "
+            "(`shortest first (A)`: big jobs at arrival + A x predicted run time)",
             "- a gang spread over racks of one block runs `spread_rack` x longer, over blocks "
             "`spread_block` x: parameters; where the defaults come from is below (The slowdown "
             "of a spread gang)",
@@ -278,6 +284,9 @@ def main() -> None:
                     help="the first K pending big jobs each drain one rack (topology policy)")
     ap.add_argument("--drain-hold-min", type=float, default=30.0,
                     help="with --drain: pods of < 8 GPUs pending longer are not held off")
+    ap.add_argument("--big-order", type=float, default=0.0,
+                    help="topology policies: big jobs queue by arrival + this x their "
+                         "predicted run time (0: arrival order)")
     ap.add_argument("--regrow", action="store_true",
                     help="elastic gangs started smaller grow when their rack has room")
     ap.add_argument("--phase", choices=("dev", "final", "elastic", "elastic-dev"),

@@ -260,3 +260,17 @@ def test_drain_keeps_a_small_pod_off_the_draining_rack_unless_held_past_the_boun
     assert bound["start"][3] > 1e4
     with pytest.raises(ValueError, match="replaces hold"):
         run_topology(nodes, jobs, "topology", 0.0, 10.0, drain=1, hold=1, **kw)
+
+
+def test_topology_big_order_lets_a_short_gang_pass_a_long_one():
+    # one rack of 2 nodes, both busy until 100; then a long gang (t=1) and a short one (t=2)
+    jobs = Jobs(np.array([0.0, 0.0, 1.0, 2.0]), np.array([100.0, 100.0, 5000.0, 50.0]),
+                np.array([1, 1, 2, 2]), np.full(4, 8), np.full(4, 1000),
+                np.zeros(4, np.int64), np.zeros(4, np.int64), ("t",))
+    kw = dict(rack_nodes=2, block_racks=1, runtime_p50=jobs.duration.astype(float))
+    fifo = run_topology(_nodes(2), jobs, "topology", 0.0, 1e6, **kw)
+    assert fifo["start"][2] == 100.0 and fifo["start"][3] == 5100.0
+    sjf = run_topology(_nodes(2), jobs, "topology", 0.0, 1e6, big_order=1.0, **kw)
+    assert sjf["start"][3] == 100.0 and sjf["start"][2] == 150.0
+    base = run_topology(_nodes(2), jobs, "fgd", 0.0, 1e6, big_order=1.0, **kw)
+    np.testing.assert_array_equal(base["start"], fifo["start"])  # baselines stay FIFO

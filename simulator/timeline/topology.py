@@ -79,7 +79,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  hold: int = 0, hold_pick: str = "predicted", reserved=None,
                  regrow: bool = False, reserve_nodes: bool = False, pack: bool = False,
                  elastic_wait: bool = False, pack_racks: bool = False, drain: int = 0,
-                 drain_hold_s: float = MAX_HOLD_S) -> dict:
+                 drain_hold_s: float = MAX_HOLD_S, big_order: float = 0.0) -> dict:
     """Replay jobs arriving in [t_start, t_end); per job: start (NaN: never), run time.
     ``wait_share``: the topology policy waits while the wait stays under this share of the
     spreading cost; ``keep_racks``: it sends single pods to racks that cannot hold a gang;
@@ -104,7 +104,9 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     shape is predicted to free first in (issue 28's plan per domain, predicted ends read as
     issue 28 reads overdue ones: scores.drain.plan_domain_shadows); other jobs take a drained
     node only if predicted to end by its shadow time, and pods of < 8 GPUs pending longer than
-    ``drain_hold_s`` are not held."""
+    ``drain_hold_s`` are not held; ``big_order`` (topology policies): big jobs queue by
+    arrival + this x their predicted run time (shortest predicted first, aged by waiting:
+    simulator.timeline.run.queue_order; 0: arrival order)."""
     if policy not in (*POLICIES, ELASTIC):
         raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}, "
                          f"{ELASTIC}")
@@ -141,6 +143,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pending: dict[tuple, list] = {}
     pred = runtime_p50 if runtime_p50 is not None else jobs.duration
     pred = np.where(np.isfinite(pred), pred, jobs.duration)
+    big_job = (jobs.pods > 1) | (jobs.gpus >= 8)
+    okey = jobs.arrival + (big_order * pred * big_job if policy == "topology" else 0.0)
     ends = NodeEnds(len(nodes))  # pack, drain: each node's predicted end
     gang_node = nodes.gpus >= 8
     # the nodes held for waiting gangs (hold) or drained for pending big jobs (drain)
@@ -338,7 +342,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             ai += 1
             k = (int(jobs.gpus[j]), int(jobs.milli[j]), int(jobs.pods[j]))
             heapq.heappush(pending.setdefault(k, []), (-int(jobs.priority[j]),
-                                                       float(jobs.arrival[j]), j))
+                                                       float(okey[j]), j))
         schedule(now)
     return {"policy": ELASTIC if elastic else policy, "start": start, "run": run,
             "spread": spread, "size": size0, "nodes": nodes_of, "segments": segments,

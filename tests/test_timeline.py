@@ -171,8 +171,10 @@ def test_cli_bad_input_exits_2(capsys):
     assert main(["timeline", "--policies", "bogus"]) == 2
     assert main(["timeline", "--nodes", "/no/such.csv"]) == 2
     assert main(["timeline", "--days", "0"]) == 2
+    assert main(["timeline", "--big-order", "-1"]) == 2
+    assert main(["timeline", "--max-hold", "nan"]) == 2
     err = capsys.readouterr().err
-    assert err.count("error:") == 4
+    assert err.count("error:") == 6 and "--big-order" in err and "--max-hold" in err
 
 
 def test_running_aggregates_match_a_recount():

@@ -38,6 +38,13 @@ def timeline_cmd(
     runtime_quantile: str = typer.Option("p50", "--runtime-quantile", help="Backfill: the "
                                          "predicted run-time quantile a pod is taken to run "
                                          "(p50: chosen on dev seeds)."),
+    max_hold: Optional[float] = typer.Option(None, "--max-hold", help="Backfill/drain: "
+                                             "seconds a small pod is held off reserved or "
+                                             "drained nodes at most (default: the "
+                                             "component's; 0: no bound)."),
+    big_order: float = typer.Option(0.0, "--big-order", help="Backfill/drain: big jobs queue "
+                                    "by arrival + this x their predicted run time (shortest "
+                                    "predicted first, aged; 0: FIFO)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write the summaries as JSON."),
     plot: Optional[Path] = typer.Option(None, "--plot", help="PNG of allocation and queue "
                                         "length over time (first profile and seed)."),
@@ -69,6 +76,10 @@ def timeline_cmd(
         raise ForesightError("--quantile must be p10, p50 or p90")
     if runtime_quantile not in ("p10", "p50", "p90"):
         raise ForesightError("--runtime-quantile must be p10, p50 or p90")
+    if max_hold is not None and not 0 <= max_hold < float("inf"):
+        raise ForesightError("--max-hold must be a number of seconds >= 0")
+    if not 0 <= big_order < float("inf"):
+        raise ForesightError("--big-order must be a number >= 0")
     if not 1 <= horizon <= 36:
         raise ForesightError("--horizon must be between 1 and 36 bins")
     seed_list = parse_seeds(seeds)
@@ -86,7 +97,8 @@ def timeline_cmd(
         for seed in seed_list:
             cfg = CaseConfig(profile=prof, seed=seed, days=days, load=load, gang=not no_gang,
                              reserve_for=reserve_for, horizon=horizon, quantile=quantile,
-                             runtime_quantile=runtime_quantile, policies=tuple(pols))
+                             runtime_quantile=runtime_quantile, policies=tuple(pols),
+                             max_hold_s=max_hold, big_order=big_order)
             got, raw = run_case(cluster, cfg, keep=plot is not None and not rows)
             rows += got
             if raw:

@@ -43,7 +43,7 @@ def main() -> int:
         proc.wait(10)
     wall = time.time() - t0
     out = r.stdout + r.stderr
-    tail = "\n".join(out.strip().splitlines()[-60:])
+    tail = "\n".join(out.strip().splitlines()[-400:])
     server_errors = len(re.findall(r"Server error", out))
     res = ROOT / "bench" / "results" / "api_schemathesis.md"
     res.write_text(

@@ -26,7 +26,12 @@ class _OrjsonRequest(Request):
                 # orjson refuses what json accepts (NaN, Infinity, 1e400): the standard parser
                 # decides, so the accepted bodies are exactly FastAPI's. Its JSONDecodeError
                 # becomes FastAPI's 422 `json_invalid`.
-                self._json = json.loads(body)
+                try:
+                    self._json = json.loads(body)
+                except UnicodeDecodeError as exc:  # else FastAPI's bare, undocumented 400
+                    raise json.JSONDecodeError(f"not UTF-8 ({exc.reason})",
+                                               body.decode("utf-8", "replace"),
+                                               exc.start) from None
         return self._json
 
 

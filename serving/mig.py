@@ -13,7 +13,7 @@ from typing import Any, Literal, Optional
 from fastapi import Depends, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from serving.deps import get_hook, problem, router as _router
+from serving.deps import ERRORS, get_hook, problem, router as _router
 from serving.security import ORJSONResponse
 
 log = logging.getLogger("foresight.serving")
@@ -22,9 +22,10 @@ Quantile = Literal["p10", "p50", "p90"]
 
 
 class MigForecastRow(BaseModel):
-    """One row of the forecast-output contract; MIG series are `<queue>|mig:<profile>`."""
+    """One row of the forecast-output contract; MIG series are `<queue>|mig:<profile>`.
+    Strict, as the schema reads: false is not a number, 0 is not a boolean."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     unique_id: str = Field(..., max_length=253)
     origin: Optional[str] = Field(None, max_length=64)
     y_true: Optional[float] = None
@@ -35,7 +36,7 @@ class MigForecastRow(BaseModel):
 
 
 class MigPlanRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
     snapshot: Optional[dict[str, Any]] = Field(
         None, description="a v1 List of Nodes and Pods; omitted: the API's cluster state")
     forecast: Optional[list[MigForecastRow]] = Field(
@@ -91,7 +92,7 @@ def _from_state(hook: Any, forecast: list[dict] | None, quantile: str,
                                source=src, quantile=quantile).as_dict())
 
 
-@router.post("/v1/mig/plan")
+@router.post("/v1/mig/plan", responses=ERRORS)
 def mig_plan_post(req: MigPlanRequest, hook: Any = Depends(get_hook)) -> ORJSONResponse:
     """Propose a mig-parted config per MIG node (never applied)."""
     rows = [r.model_dump() for r in req.forecast] if req.forecast is not None else None
@@ -106,7 +107,7 @@ def mig_plan_post(req: MigPlanRequest, hook: Any = Depends(get_hook)) -> ORJSONR
     return _run(nodes, pods, rows, req.quantile, req.custom)
 
 
-@router.get("/v1/mig/plan")
+@router.get("/v1/mig/plan", responses=ERRORS)
 def mig_plan_get(quantile: Quantile = Query("p90"), custom: bool = Query(False),
                  hook: Any = Depends(get_hook)) -> ORJSONResponse:
     """The plan for the API's cluster state, from the MIG pods bound now."""

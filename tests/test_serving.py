@@ -133,6 +133,18 @@ def test_a_body_that_is_not_json_is_a_422_saying_so(registry):
         assert r.json()["error"].startswith(("body", "pairs")), r.json()
     r = client.post("/v1/interference", content=b'{"pairs": [', headers={"content-type": "application/json"})
     assert r.json()["error"].startswith("body: not JSON (at character 11")
+    for route in ("/v1/interference", "/v1/usage", "/v1/runtime", "/v1/mig/plan"):
+        # not UTF-8: FastAPI's own parser would answer a bare 400 no route documents
+        r = client.post(route, content=b">\xff,/\xe0_", headers={"content-type": "application/json"})
+        assert r.status_code == 422 and r.json()["error"].startswith("body: not JSON"), route
+    r = client.post("/v1/mig/plan", json={"custom": 0})  # the schema says boolean
+    assert r.status_code == 422 and r.json()["error"].startswith("custom"), r.json()
+    r = client.post("/v1/mig/plan", json={"forecast": [{"unique_id": "q|mig:1g.18gb",
+                                                          "p90": False}]})  # ... and number
+    assert r.status_code == 422 and "p90" in r.json()["error"], r.json()
+    r = client.post("/v1/mig/plan", json={"forecast": [{"unique_id": "q|mig:1g.18gb",
+                                                          "p90": 2}]})  # an int is a number
+    assert r.status_code != 422, r.json()
 
 
 @pytest.mark.parametrize("pairs, field", [

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -12,7 +13,7 @@ from rich.table import Table
 from foresight.commands import check_output
 from ground.errors import ForesightError
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)
 DEFAULT_NODES = Path("openb-2023") / "csv" / "openb_node_list_gpu_node.csv"
 
 
@@ -113,16 +114,21 @@ def timeline_cmd(
 
 
 def _table(rows: list[dict]) -> None:
-    t = Table(title="queueing delay p50 / p95 (min) per size class")
-    for col in ("profile", "seed", "policy", "frac", "1", "2-4", "8", "gang", "alloc %",
-                "frag-blocked jobs", "deadlocks", "cpu s"):
-        t.add_column(col)
+    t = Table(title="queueing delay p50 / p95 (min) per size class; unstarted: small jobs "
+                    "(< 8 GPUs) not started by the end")
+    for col in ("profile", "seed", "policy", "frac", "1", "2-4", "8", "gang", "8+gang",
+                "unstarted", "alloc %", "frag-blocked jobs", "deadlocks", "cpu s"):
+        t.add_column(col, no_wrap=col == "policy")
+
+    def cell(d: dict) -> str:  # a class with no job in the window: -
+        return "-" if d.get("p95_min") is None else f"{d['p50_min']} / {d['p95_min']}"
+
     for r in rows:
-        cell = [f"{r[c]['p50_min']} / {r[c]['p95_min']}" for c in ("frac", "1", "2-4", "8",
-                                                                    "gang")]
-        t.add_row(r["profile"], str(r["seed"]), r["policy"], *cell, f"{r['alloc_mean']:.2f}",
-                  str(r["frag_blocked_jobs"]), str(r["gang_deadlocks"]),
-                  str(r["cpu_seconds"]))
+        small = sum(r[c].get("unstarted", 0) for c in ("frac", "1", "2-4"))
+        t.add_row(r["profile"], str(r["seed"]), r["policy"],
+                  *[cell(r[c]) for c in ("frac", "1", "2-4", "8", "gang", "8+gang")],
+                  str(small), f"{r['alloc_mean']:.2f}", str(r["frag_blocked_jobs"]),
+                  str(r["gang_deadlocks"]), str(r["cpu_seconds"]))
     console.print(t)
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Optional
@@ -19,7 +20,7 @@ from features.openmetrics import backfill
 from features.prometheus import PrometheusSource
 from ground.errors import ForesightError
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _labels(overrides: list[str]) -> LabelConfig:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -12,7 +13,7 @@ from rich.table import Table
 from foresight.commands import check_output
 from ground.errors import ForesightError
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def replay_cmd(

@@ -3,6 +3,7 @@ ingest` writes them, tables, truth, OpenMetrics)."""
 from __future__ import annotations
 
 import shutil
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -13,7 +14,7 @@ from rich.table import Table
 
 from ground.errors import ForesightError
 
-console = Console()
+console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def simulate(

@@ -173,6 +173,26 @@ def repeats(sets: list[str]) -> str:
             f"{dif.quantile(0.9):.3f}, max {dif.max():.3f}.")
 
 
+# |difference| of directed speeds measured twice (`--part pool`'s repeats line, 2026-11-26):
+# mean and p90, the noise of one 3 s window
+NOISE_BANDS = (0.038, 0.094)
+
+
+def noise_bands(r: pd.DataFrame) -> list[str]:
+    """The admission bound's errors without the placements whose measured speed lies within a
+    band of the floor, where one more measurement could move a row to the other side (a
+    reading of the errors, not the bar: the bar counts every row)."""
+    out = []
+    for b in NOISE_BANDS:
+        u, s = r[r["y"] < MIN_SPEED - b], r[r["y"] >= MIN_SPEED + b]
+        out.append(f"{b:.3f}: admitted unsafe {fmt(float(np.mean(u['admit'] >= MIN_SPEED)), True)}"
+                   f" of {len(u)}, refused safe {fmt(float(np.mean(s['admit'] < MIN_SPEED)), True)}"
+                   f" of {len(s)}")
+    return ["Admission bound without the placements measured within a band of the floor "
+            f"(bands: the mean and p90 |difference| of speeds measured twice): "
+            + "; ".join(out) + "."]
+
+
 def per_set(r: pd.DataFrame) -> list[str]:
     lines = ["Per set (each set's folds, the other sets in training):", "",
              "| set | rows | model / better rule | below p10 | admission bound: admitted unsafe"
@@ -229,6 +249,7 @@ def report(r: pd.DataFrame, title: str) -> list[str]:
     for s in safety(r).itertuples():
         lines.append(f"| {s.mode} | {s.policy} | {s.unsafe} | {fmt(s.admitted_unsafe, True)} | "
                      f"{s.safe} | {fmt(s.refused_safe, True)} |")
+    lines += ["", *noise_bands(r)]
     refused = r[(r["y"] >= MIN_SPEED) & (r["p10"] < MIN_SPEED)]
     if len(refused):
         near = np.abs(refused["model"] - refused["y"]) <= 0.1

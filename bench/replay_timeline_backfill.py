@@ -78,14 +78,14 @@ def table(runs: list[dict], phase: str) -> list[str]:
         out += [f"### {prof}: seeds {seeds}, {sorted({r['days'] for r in rs})} measured days "
                 f"({phase})", "",
                 "p95 queueing delay (min), mean over seeds; `unstarted` = small jobs (< 8 GPUs) "
-                "not started at the end, summed over seeds; `backfilled / overran` = small pods "
+                "not started at the end, summed over seeds (`big unstarted`: 8-GPU and gang jobs, "
+                "summed); `backfilled / overran` = small pods "
                 "placed on lent reserved nodes / of them, those that outlived the lease (not "
                 "preempted), summed; run-time MAE (min) and [p10, p90] coverage of the online "
                 "predictor over the small jobs of the measured window.", "",
                 "| policy | " + " | ".join(CLASSES) + " | 8+gang | mean over classes | "
-                "unstarted | alloc % | reserved GPUs | backfilled / overran / aged (took) | "
-                "run-time MAE, "
-                "coverage | runs |", "|---" * 14 + "|"]
+                "unstarted | big unstarted | alloc % | reserved GPUs | backfilled / overran / "
+                "aged (took) | run-time MAE, coverage | runs |", "|---" * 15 + "|"]
         for p in pols:
             xs = [by[(p, s)] for s in seeds if (p, s) in by]
             if not xs:
@@ -96,7 +96,9 @@ def table(runs: list[dict], phase: str) -> list[str]:
                 f"| {p} | " + " | ".join(f"{_m([p95(x, g) for x in xs]):.1f}" for g in CLASSES)
                 + f" | {_m([p95(x, '8+gang') for x in xs]):.1f}"
                 f" | {_m([np.mean([p95(x, g) for g in CLASSES]) for x in xs]):.1f}"
-                f" | {sum(unstarted(x) for x in xs)} | {_m([x['alloc_mean'] for x in xs]):.2f}"
+                f" | {sum(unstarted(x) for x in xs)}"
+                f" | {sum(x['8+gang']['unstarted'] for x in xs)}"
+                f" | {_m([x['alloc_mean'] for x in xs]):.2f}"
                 f" | {_m([x['reserved_mean'] for x in xs]):.0f}"
                 + (f" | {sum(b.get('jobs', 0) for b in bf)} / "
                    f"{sum(b.get('overran', 0) for b in bf)}"

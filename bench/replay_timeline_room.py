@@ -26,20 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.benchenv import machine  # noqa: E402
+from bench.replay_timeline_backfill import CACHE, RESULTS, p95, unstarted  # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
-CACHE = RESULTS / "replay_timeline_runs.jsonl"
 SHARE = 0.3
-SMALL = ("frac", "1", "2-4")
-
-
-def p95(r: dict, g: str) -> float:
-    v = r[g]["p95_min"]
-    return float(v) if v is not None else 0.0
-
-
-def unstarted(r: dict) -> int:
-    return sum(r[g]["unstarted"] for g in SMALL)
 
 
 def setting(r: dict) -> str:

@@ -14,6 +14,8 @@ from rich.table import Table
 import sys
 
 from forecaster.interference.admission import ADMIT_RISK
+from foresight.commands import check_output
+from ground.errors import ForesightError
 
 # a CronJob's log is not a terminal: give the summary table room instead of 80 columns
 console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -24,7 +26,6 @@ def _fetch(prometheus_url, since, end, step, data, synthetic, seed, days, nodes,
     """The history, from exactly one source. Every source but --synthetic stays on disk as
     partitions (an ingest or `simulate` directory as it is; a flat table split on read; a
     Prometheus pull into --scratch, resumable) and is read node group by node group."""
-    from ground.errors import ForesightError
     from training import sources
 
     chosen = [x for x in (prometheus_url, data, synthetic or None) if x]
@@ -125,17 +126,10 @@ def register(app: typer.Typer) -> None:
 
         t0 = time.perf_counter()
         if not 0.0 < interference_alpha <= 0.5:
-            from ground.errors import ForesightError
-
             raise ForesightError(f"--interference-alpha must be in (0, 0.5], not {interference_alpha}")
         if not 0.0 < interference_admit_risk < 0.5:
-            from ground.errors import ForesightError
-
             raise ForesightError("--interference-admit-risk must be in (0, 0.5), not "
                                  f"{interference_admit_risk}")
-        from foresight.commands import check_output
-        from ground.errors import ForesightError
-
         if n_estimators < 1:
             raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
         if not -1 < tolerance < float("inf"):  # and NaN

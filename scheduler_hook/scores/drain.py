@@ -28,9 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from scheduler_hook.scores.base import ComponentResult, Context, constant
-from scheduler_hook.scores.reservation import held_too_long, not_held, predicted_runtime, \
-    waited_s
+from scheduler_hook.scores.base import ComponentResult, Context
+from scheduler_hook.scores.reservation import hold_expired, not_held, predicted_runtime
 
 OVERDUE_FLOOR_S = 600.0
 MAX_HOLD_S = 1800.0  # default_config.yaml `drain_max_hold_s` (the third try's dev choice)
@@ -185,11 +184,9 @@ class Drain:
                        "drained nodes")
         if out is not None:
             return out
-        waited = waited_s(ctx)
-        hold = float(ctx.cfg.get("drain_max_hold_s", MAX_HOLD_S))
-        if held_too_long(waited, hold):
-            return constant(ctx, 1.0, f"pending {waited / 60:.0f} min, longer than the "
-                            f"{hold / 60:.0f} min a pod is held off drained nodes")
+        out = hold_expired(ctx, "drain_max_hold_s", MAX_HOLD_S, "drained nodes")
+        if out is not None:
+            return out
         plan = self._plan(ctx) if build else plan
         run = predicted_runtime(ctx)
         now = float(plan.now())

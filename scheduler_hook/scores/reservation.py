@@ -61,7 +61,15 @@ def waited_s(ctx: Context) -> float:
     return time.time() - created if created > 0 else 0.0
 
 
-_waited_s = waited_s  # the name scores/topology.py imports
+def hold_expired(ctx: Context, key: str, default: float, what: str) -> ComponentResult | None:
+    """1 everywhere, with the reason, for a pod pending longer than the hold bound
+    ``ctx.cfg[key]`` (held_too_long); None while it is still held off ``what``. Shared by the
+    reservation, drain and topology components."""
+    waited, hold = waited_s(ctx), float(ctx.cfg.get(key, default))
+    if not held_too_long(waited, hold):
+        return None
+    return constant(ctx, 1.0, f"pending {waited / 60:.0f} min, longer than the "
+                    f"{hold / 60:.0f} min a pod is held off {what}")
 
 
 def predicted_runtime(ctx: Context) -> float | None:
@@ -93,11 +101,9 @@ class Reservation:
         out = not_held(ctx, model, "no demand forecast: nothing reserved", "reserved capacity")
         if out is not None:
             return out
-        waited = waited_s(ctx)
-        hold = float(ctx.cfg.get("reservation_max_hold_s", MAX_HOLD_S))
-        if held_too_long(waited, hold):
-            return constant(ctx, 1.0, f"pending {waited / 60:.0f} min, longer than the "
-                            f"{hold / 60:.0f} min a pod is held off reserved capacity")
+        out = hold_expired(ctx, "reservation_max_hold_s", MAX_HOLD_S, "reserved capacity")
+        if out is not None:
+            return out
         reserved = float(model.reserved_whole_gpus())
         mine, total = empty_gpus(ctx)
         breaks = reservation_breaks(mine, total, reserved)

@@ -35,7 +35,7 @@ import numpy as np
 from scheduler_hook import topology as topo
 from scheduler_hook.scores import topology_prospect as prospect
 from scheduler_hook.scores.base import ComponentResult, Context, constant
-from scheduler_hook.scores.reservation import _waited_s, held_too_long, predicted_runtime
+from scheduler_hook.scores.reservation import hold_expired, predicted_runtime
 
 
 def gang_members(state: Any) -> dict[str, list[tuple[str, str]]]:
@@ -220,10 +220,9 @@ class TopologyGang:
             return constant(ctx, 1.0, "no demand forecast: no domain kept for gangs")
         if pod.priority >= int(ctx.cfg.get("high_priority", 1000)):
             return constant(ctx, 1.0, "high-priority pod may use domains kept for gangs")
-        hold = float(ctx.cfg.get("reservation_max_hold_s", 300.0))
-        if held_too_long(_waited_s(ctx), hold):
-            return constant(ctx, 1.0, f"pending longer than {hold / 60:.0f} min: may use "
-                            "domains kept for gangs")
+        out = hold_expired(ctx, "reservation_max_hold_s", 300.0, "domains kept for gangs")
+        if out is not None:
+            return out
         levels = topo.levels_of(ctx.cfg)  # the configured tuple when it names the level: the
         dom = topo.state_domains(st, levels if level in levels else (*levels, level))  # cache
         if level not in dom.codes:

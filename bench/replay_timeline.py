@@ -69,7 +69,8 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                    and r.get("resident_quantile") == a.resident_quantile
                                    and r.get("resident_floor", False) == a.resident_floor
                                    and r.get("big_order", 0.0) == a.big_order
-                                   and r.get("big_order_area", False) == a.big_order_area}
+                                   and r.get("big_order_area", False) == a.big_order_area
+                                   and r.get("pack", False) == a.pack}
     for prof in a.profiles.split(","):
         for seed in parse_seeds(a.seeds):
             todo = tuple(p for p in pols if (a.phase, prof, seed, p, not a.no_gang, a.days)
@@ -86,7 +87,7 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                                  hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
                                  resident_quantile=a.resident_quantile,
                                  resident_floor=a.resident_floor, big_order=a.big_order,
-                                 big_order_area=a.big_order_area)
+                                 big_order_area=a.big_order_area, pack=a.pack)
                 rows, got = run_case(nodes, cfg, keep=a.plot)
                 raw.update(got)
                 for r in rows:
@@ -96,7 +97,7 @@ def run_grid(a: argparse.Namespace, nodes, pols: list[str]) -> None:
                              hold_multi=a.hold_multi, protect_jobs=a.protect_jobs,
                              resident_quantile=a.resident_quantile,
                              resident_floor=a.resident_floor, big_order=a.big_order,
-                             big_order_area=a.big_order_area, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
+                             big_order_area=a.big_order_area, pack=a.pack, load=" / ".join(f"{x:.1f}" for x in os.getloadavg()),
                              finished=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
                     with CACHE.open("a") as f:
                         f.write(json.dumps(r) + "\n")
@@ -237,7 +238,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--phase", choices=("dev", "final", "speed", "dev28", "final28", "dev28b",
                                         "final28b", "dev28c", "final28c", "dev28d", "final28d",
-                                        "dev28e", "dev28f", "final28f", "dev28g", "final28g"),
+                                        "dev28e", "dev28f", "final28f", "dev28g", "final28g",
+                                        "dev28h", "final28h"),
                     default="dev",
                     help="dev28 / final28: issue 28 (backfill) runs, 2 measured days; "
                          "dev28b / final28b: the second try (open lent nodes, hold bound); "
@@ -246,7 +248,7 @@ def main() -> None:
                          "dev28e: drain-oracle-pred (the oracle's lead split); dev28f / "
                          "final28f: the sixth (residents' ends given their age); dev28g / "
                          "final28g: the seventh (big jobs shortest predicted first, "
-                         "--big-order)")
+                         "--big-order); dev28h / final28h: the eighth (--pack)")
     ap.add_argument("--seeds", default="0-4")
     ap.add_argument("--profiles", default="helios,dlrm")
     ap.add_argument("--policies", default="all")
@@ -281,6 +283,9 @@ def main() -> None:
                          "predicted run time (default 0: FIFO)")
     ap.add_argument("--big-order-area", action="store_true",
                     help="with --big-order: the predicted run time x the job's pods")
+    ap.add_argument("--pack", action="store_true",
+                    help="backfilling policies: pods of < 8 GPUs first where their predicted "
+                         "end does not prolong how long an 8-GPU node stays taken")
     ap.add_argument("--no-gang", action="store_true")
     ap.add_argument("--plot", action="store_true", help="PNG per profile (last seed run)")
     ap.add_argument("--notes", type=Path, help="markdown put above the tables")

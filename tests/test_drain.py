@@ -178,3 +178,20 @@ def test_big_jobs_queue_shortest_predicted_first_with_aging():
     assert queue_order(j, pred, 0.0) is None and queue_order(j, None, 1.0) is None
     area = queue_order(jobs([(0, 10, 4, 8, 1000)]), np.array([10.0]), 1.0, area=True)
     assert area.tolist() == [40.0]  # a 4-pod gang counts 4 x its run time
+
+
+def test_pack_keeps_a_long_small_pod_off_the_node_about_to_free():
+    rows = [(0, 1000, 1, 5, 1000),   # node A: busy until 1000
+            (0, 5000, 1, 5, 1000),   # node B: until 5000
+            (10, 3000, 1, 1, 1000),  # a long small pod: on A it would keep A until 3010
+            (20, 100, 1, 8, 1000)]   # an 8-GPU job: needs a whole node
+    pred = np.array([1000.0, 5000.0, 3000.0, 100.0])
+    j = jobs(rows)
+    for seed in range(8):  # fgd's tie between A and B, broken at random, never matters
+        packed = run_timeline(nodes(8, 8), j, "fgd", 0, 9000, seed=seed, runtime_s=pred,
+                              pack=True)
+        assert packed.start[2] == 10 and packed.start[3] == 1000  # A emptied at 1000
+    plain = [run_timeline(nodes(8, 8), j, "fgd", 0, 9000, seed=s).start[3] for s in range(8)]
+    assert 3010 in plain and set(plain) <= {1000, 3010}  # without pack, often on A
+    with np.testing.assert_raises(ValueError):
+        run_timeline(nodes(8, 8), j, "fgd", 0, 9000, pack=True)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduler_hook.scores.reservation import MAX_HOLD_S, held_too_long
+from scheduler_hook.scores.topology_prospect import pack_tiers
+from simulator.replay.cluster import MILLI
 from simulator.replay.data import Nodes
 from simulator.timeline.blocked import BlockedLog
 from simulator.timeline.cluster import TimelineCluster
@@ -26,6 +28,7 @@ from simulator.timeline.drain import DrainGate
 from simulator.timeline.pass_aggregates import PassAggregates
 from simulator.timeline.policies import Placer, trace_of
 from simulator.timeline.reserve import NCLASS, ReservationGate, hold_bounds, runtime_class
+from simulator.timeline.topology_ends import NodeEnds
 from simulator.timeline.workload import Jobs
 
 SAMPLE_S = 600.0
@@ -59,7 +62,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                  reserve_for: str = "gang", seed: int = 0, runtime_s=None,
                  max_hold_s: float | None = None, drain_jobs: int | None = None,
                  hold_multi: float = 1.0, protect_jobs: int = 0,
-                 remaining=None, order_s: np.ndarray | None = None) -> TimelineResult:
+                 remaining=None, order_s: np.ndarray | None = None,
+                 pack: bool = False) -> TimelineResult:
     """Replay ``jobs`` arriving in [t_start, t_end) on ``nodes`` with one policy.
 
     ``reserved``: an object with ``at(t)`` (whole GPUs to keep on empty nodes), required by the
@@ -77,6 +81,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     None: start + ``runtime_s``).
     ``order_s``: per job, the time it queues by within its priority (None: its arrival, FIFO);
     a pass and the drain plan take pending jobs in (priority, order_s) order.
+    ``pack``: a pod of < 8 GPUs goes first where it does not prolong how long an 8-GPU node
+    stays taken, by ``runtime_s`` (scores.topology_prospect.pack_tiers, issue 31's rule).
     """
     if reserve_for not in ("gang", "big"):
         raise ValueError("reserve_for must be 'gang' or 'big'")
@@ -114,6 +120,9 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     counters = {"deadlocks": 0, "restarts": 0}
     in_deadlock = False
     big_nodes = c.nodes.gpus >= 8
+    if pack and runtime_s is None:
+        raise ValueError("pack needs predicted run times")
+    ends = NodeEnds(len(nodes)) if pack else None
     samples: dict[str, list[float]] = {k: [] for k in ("t", "alloc", "queue", "queue_gpus",
                                                        "reserved", "empty8")}
     pending_jobs = 0
@@ -140,8 +149,23 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             if backfill and c.whole[node] == c.nodes.gpus[node]:
                 gate.emptied(node)
 
-    def place_pods(j: int, count: int, allowed) -> list[tuple[int, list[int]]] | None:
+    def packed(j: int, allowed, now: float):
+        """The first pack tier (within ``allowed``) the pod fits in, else ``allowed``."""
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        fit = (c.maxfree >= m) if m < MILLI else (c.whole >= g)
+        if allowed is not None:
+            fit = fit & allowed
+        for tier in pack_tiers(ends.effective(now), c.empty(), big_nodes,
+                               now + float(np.nan_to_num(runtime_s[j]))):
+            if (fit & tier).any():
+                return tier if allowed is None else allowed & tier
+        return allowed
+
+    def place_pods(j: int, count: int, allowed, now: float | None = None
+                   ) -> list[tuple[int, list[int]]] | None:
+        g, m = int(jobs.gpus[j]), int(jobs.milli[j])
+        if ends is not None and now is not None and g < 8:
+            allowed = packed(j, allowed, now)
         out = []
         for _ in range(count):
             pick = placer.choose(g, m, allowed)
@@ -174,6 +198,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         heapq.heappush(departures, (now + float(jobs.duration[j]), j))
         if placer.drain:
             drain.started(j, now, pl)
+        if ends is not None:
+            ends.occupy(j, [nd for nd, _ in pl], now, now + float(np.nan_to_num(runtime_s[j])))
 
     def lend(j: int, pl, strict) -> None:
         """A held-off pod placed: lease the empty node it took, if it took one."""
@@ -200,7 +226,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                 lent = backfill and not exempt[j] and rclass[j] < NCLASS and not old
                 strict = gate.allowed(1, False).copy() if lent else None
                 held_mask = agg.mask(j) if old else None
-                pl = place_pods(j, int(jobs.pods[j]), agg.mask(j, now))
+                pl = place_pods(j, int(jobs.pods[j]), agg.mask(j, now), now)
                 if pl is None:
                     break
                 if lent:
@@ -209,7 +235,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
                     aged_jobs.append((j, any(not held_mask[nd] for nd, _ in pl)))
                 start_job(j, now, pl)
             else:  # one pod of a gang, without gang semantics
-                pl = place_pods(j, 1, agg.mask(j, now))
+                pl = place_pods(j, 1, agg.mask(j, now), now)
                 if pl is None:
                     break
                 gangs.placed.setdefault(j, []).extend(pl)
@@ -257,6 +283,9 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             where[int(j)] = pl
             if placer.drain:
                 drain.started(int(j), float(jobs.arrival[j]), pl)
+            if ends is not None:
+                ends.occupy(int(j), [nd for nd, _ in pl], float(jobs.arrival[j]),
+                            float(jobs.arrival[j] + np.nan_to_num(runtime_s[j])))
             heapq.heappush(departures, (float(jobs.arrival[j] + jobs.duration[j]), int(j)))
     order = sel  # arrivals, already sorted by time
     ai = 0
@@ -294,6 +323,8 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
             release_pods(pl, int(jobs.gpus[j]), int(jobs.milli[j]))
             if placer.drain:
                 drain.left(j, pl)
+            if ends is not None:
+                ends.vacate(j, [nd for nd, _ in pl])
         else:
             j = int(order[ai])
             ai += 1

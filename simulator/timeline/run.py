@@ -45,6 +45,9 @@ class CaseConfig:
     # (shortest predicted first, aged by waiting; 0: FIFO, as `fgd`)
     big_order: float = 0.0
     big_order_area: bool = False  # ... x its pods too (GPU-time: a gang of 4 counts 4 x)
+    # backfilling policies: pods of < 8 GPUs go first where their predicted end does not
+    # prolong how long an 8-GPU node stays taken (issue 31's pack rule; run_timeline(pack=))
+    pack: bool = False
     policies: tuple[str, ...] = tuple(POLICIES)
     extra: dict = field(default_factory=dict)
 
@@ -134,7 +137,8 @@ def run_case(nodes: Nodes, cfg: CaseConfig, keep: bool = False
                            max_hold_s=cfg.max_hold_s, drain_jobs=cfg.drain_jobs,
                            hold_multi=cfg.hold_multi, protect_jobs=cfg.protect_jobs,
                            remaining=rem, order_s=queue_order(jobs, runtime, cfg.big_order,
-                                                            cfg.big_order_area))
+                                                            cfg.big_order_area),
+                           pack=cfg.pack and runtime is not None)
         cpu = time.process_time() - c0
         row = summarize(jobs, res, 0.0, t1)
         if placer.backfill:

@@ -302,6 +302,7 @@ def test_ewma_mix_is_a_named_candidate_that_round_trips(tmp_path):
         DemandForecaster(freq="1min", horizon=10, agg="sum", mix=True).fit(df)
 
 
+@pytest.mark.filterwarnings("error::RuntimeWarning")  # a baseline with no forecast: NaN, quietly
 def test_recent_window_repicks_per_origin_without_leaking(tmp_path):
     """recent_window: at each origin the served predictor is the best over the last horizons
     that have ended. Noise around a level (a slow EWMA is right, and validates) that turns

@@ -72,9 +72,17 @@ def _conformal(cal: pd.DataFrame, test: pd.DataFrame, col: str, coverage: float)
     return np.maximum(test[col] + lo, 0.0), test[col] + hi
 
 
+def _mean(x) -> float:
+    """Mean of the finite values; NaN (and no warning) where there are none, e.g. a baseline
+    that has no forecast for any test origin of a short series."""
+    x = np.asarray(x, float)
+    x = x[np.isfinite(x)]
+    return float(x.mean()) if len(x) else float("nan")
+
+
 def pinball(y: np.ndarray, q: dict[float, np.ndarray]) -> float:
     """Mean pinball loss over the quantile levels given."""
-    losses = [np.nanmean(np.maximum(a * (y - p), (a - 1) * (y - p))) for a, p in q.items()]
+    losses = [_mean(np.maximum(a * (y - p), (a - 1) * (y - p))) for a, p in q.items()]
     return float(np.mean(losses))
 
 
@@ -107,7 +115,7 @@ def backtest(df: pd.DataFrame, freq: str, horizon: int, test_start, agg: str = "
     train = model.predict_origins(df[df["ds"] < T], df["ds"].min())
     if score_ids is not None:
         train = train[train["unique_id"].isin([str(u) for u in score_ids])]
-    mase_scale = float(np.nanmean(np.abs(train["y_true"] - train["snaive_day"])))
+    mase_scale = _mean(np.abs(train["y_true"] - train["snaive_day"]))
     rows = []
     y = test["y_true"].to_numpy()
     for name in ("model", "lightgbm", *[b for b in BASELINES if b in test]):
@@ -118,12 +126,13 @@ def backtest(df: pd.DataFrame, freq: str, horizon: int, test_start, agg: str = "
             p10, p90 = _conformal(cal, test, name, model.coverage)
             test[f"{name}_p10"], test[f"{name}_p90"] = p10, p90
         ok = np.isfinite(p50.to_numpy())
-        mae = float(np.mean(np.abs(y[ok] - p50.to_numpy()[ok])))
-        rows.append({"method": name, "n": int(ok.sum()), "MAE": mae, "MASE": mae / mase_scale,
+        mae = _mean(np.abs(y[ok] - p50.to_numpy()[ok]))
+        mase = mae / mase_scale if mase_scale > 0 else float("nan")  # constant history: no scale
+        rows.append({"method": name, "n": int(ok.sum()), "MAE": mae, "MASE": mase,
                      "pinball": pinball(y[ok], {0.1: p10.to_numpy()[ok], 0.5: p50.to_numpy()[ok],
                                                 0.9: p90.to_numpy()[ok]}),
-                     "coverage_p10_p90": float(np.mean((y[ok] >= p10.to_numpy()[ok])
-                                                       & (y[ok] <= p90.to_numpy()[ok])))})
+                     "coverage_p10_p90": _mean((y[ok] >= p10.to_numpy()[ok])
+                                               & (y[ok] <= p90.to_numpy()[ok]))})
     return test, pd.DataFrame(rows), model
 
 

@@ -8,6 +8,8 @@ registry, gate and serving do not know which path trained them.
 """
 from __future__ import annotations
 
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
@@ -55,7 +57,9 @@ def dask_booster(client, X: pd.DataFrame, y: np.ndarray, params: dict, rounds: i
     if init is not None:  # partitioned as X and y are (same row order, same count)
         kw["init_score"] = dd.from_pandas(pd.Series(np.asarray(init, float), name="init"),
                                           npartitions=Xd.npartitions)
-    reg.fit(Xd, yd, categorical_feature=categorical or "auto", **kw)
+    with warnings.catch_warnings():  # lightgbm.dask sets threads per worker itself, by design
+        warnings.filterwarnings("ignore", message="Parameter n_jobs will be ignored")
+        reg.fit(Xd, yd, categorical_feature=categorical or "auto", **kw)
     return reg.booster_
 
 

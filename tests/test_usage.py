@@ -1,20 +1,15 @@
 """Usage forecaster: no leakage, beats the baselines on phase-switching series, names the
-baseline it serves where it does not beat it, clips to the physical range; CLI contract;
-GenAI trace loader and held-out pod rule."""
+baseline it serves where it does not beat it, clips to the physical range; CLI contract
+(the GenAI loader: test_usage_genai.py; the per-origin re-pick: test_usage_recent.py)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from features.usage_series import usage_long
 from forecaster.usage.model import BASELINES, UsageForecaster
-
-FIXTURE = Path(__file__).parent / "fixtures" / "genai"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "genai-2026-dev"
 
 
 def phase_series(n_series=30, n=600, seed=0):
@@ -178,88 +173,6 @@ def test_the_gate_scores_the_model_it_serves():
     assert (p["model"] == "model").mean() > 0.3
 
 
-def regime_series(n_series=12, n=720, seed=0):
-    """Busy first (a drifting noisy level the EWMA tracks), then a flat line from bin 480 on:
-    the regime the validation tail never saw, where the last value is exact."""
-    rng = np.random.default_rng(seed)
-    t0 = pd.Timestamp("2026-01-01", tz="UTC")
-    parts = []
-    for k in range(n_series):
-        y = 50 + np.cumsum(rng.normal(0, 2, n)) + rng.normal(0, 8, n)
-        y[480:] = y[479]
-        parts.append(pd.DataFrame({"unique_id": f"r{k}", "ds": t0 + pd.to_timedelta(
-            np.arange(n), "min"), "y": np.clip(y, 0, None)}))
-    return pd.concat(parts, ignore_index=True)
-
-
-@pytest.mark.parametrize("scope", ["series", "fleet"])
-def test_recent_pick_follows_a_regime_change_without_leaking(scope):
-    df = regime_series()
-    start = pd.Timestamp("2026-01-01T06:00Z")  # bin 360: fitted on the busy part only
-    kw = dict(horizon=10, n_estimators=60, min_gain=0.03)
-    static = UsageForecaster(**kw).fit(df[df["ds"] < start])
-    m = UsageForecaster(**kw, recent_window=60, recent_scope=scope).fit(df[df["ds"] < start])
-    a, s = m.predict_origins(df, start), static.predict_origins(df, start)
-    late = (pd.to_datetime(a["origin"], utc=True) >= start + pd.Timedelta("3h")).to_numpy()
-    assert (a.loc[late, "model"] == "last_value").mean() > 0.8  # flat since bin 480
-    assert (s.loc[late, "model"] != "last_value").mean() > 0.9  # the fit-time choice
-    err = lambda p: float(np.mean(np.abs(p["p50"] - p["y_true"]).to_numpy()[late]))
-    assert err(a) < 0.2 * err(s)
-    # the pick at an origin reads only horizons that ended before it
-    origin = start + pd.Timedelta("150min")  # bin 510
-    changed = df.copy()
-    changed.loc[changed["ds"] >= origin, "y"] += 40.0
-    b = m.predict_origins(changed, start)
-    at = lambda p: p[pd.to_datetime(p["origin"], utc=True) == origin].set_index("unique_id")
-    pd.testing.assert_series_equal(at(a)["model"], at(b)["model"])
-    np.testing.assert_allclose(at(a)["p50"], at(b)["p50"])
-
-
-def two_series(n):
-    """Bins, series ids and origins of two series of n 1-min bins (recent_pick's layout)."""
-    t = pd.date_range("2026-01-01", periods=n, freq="min", tz="UTC")
-    return (t, np.repeat(np.array(["a", "b"], dtype=object), n),
-            np.tile(t.tz_localize(None).to_numpy(), 2))
-
-
-@pytest.mark.parametrize("scope", ["series", "fleet"])
-def test_recent_pick_reads_exactly_the_horizons_ended_by_the_origin(scope):
-    # the model is exact on the horizon from origin k alone (bins k .. k+H-1), the baselines
-    # never: with a one-horizon window, only the origin k+H (the first whose past holds bin
-    # k+H-1) may serve the model; k+H-1 would read a bin not yet seen
-    H, n, k = 5, 30, 12
-    from forecaster.repick import recent_pick
-
-    t, ids, origins = two_series(n)
-    cand = {"last_value": np.full(2 * n, 1.0), "mean_last_h": np.full(2 * n, 1.5),
-            "ses": np.full(2 * n, 2.0), "model": np.full(2 * n, 3.0)}
-    cand["model"][[k, n + k]] = 0.0
-    y = np.zeros(2 * n)
-    y[[n - 1, 2 * n - 1]] = np.nan  # a horizon past the data: no error, nothing to read
-    static = np.full(2 * n, "fit", dtype=object)
-    got = recent_pick(ids, origins, y, cand, static, H, 1, scope)
-    for g in (got[:n], got[n:]):
-        assert (g[:H] == "fit").all()  # no horizon has ended yet
-        assert list(np.flatnonzero(g == "model")) == [k + H]
-        assert set(g[H:]) == {"model", "last_value"}
-    # up to the training end the model's errors are its own targets: not evidence
-    got = recent_pick(ids, origins, y, cand, static, H, 1, scope, train_end=t[k])
-    assert "model" not in set(got)
-
-
-def test_recent_pick_round_trips_with_its_min_gain(tmp_path):
-    # the per-origin re-pick applies min_gain at predict time: a loaded model must use the
-    # fitted one's, not the constructor default
-    df = regime_series(seed=1)
-    start = pd.Timestamp("2026-01-01T06:00Z")
-    m = UsageForecaster(horizon=10, n_estimators=60, min_gain=0.6, recent_window=30).fit(
-        df[df["ds"] < start])
-    a = m.predict_origins(df, start)
-    m.save(tmp_path / "g")
-    pd.testing.assert_frame_equal(UsageForecaster.load(tmp_path / "g").predict_origins(
-        df, start), a)
-
-
 def test_schema_3_artifact_still_loads(fitted, tmp_path):
     # a schema-3 manifest (before the hurdle and the re-pick) has none of their keys
     m, df, start = fitted
@@ -304,73 +217,6 @@ def test_fleet_and_recency_options_do_not_leak(tmp_path):
     m.save(tmp_path / "f")
     q = UsageForecaster.load(tmp_path / "f")
     pd.testing.assert_frame_equal(q.predict_origins(df, start), a)
-
-
-def test_genai_loader_bins_the_fixture():
-    from features.genai_trace import read_genai, read_genai_metric
-
-    d = read_genai_metric(FIXTURE, "duty_cycle")
-    raw = pd.read_csv(FIXTURE / "pod_gpu_duty_cycle_dev.csv")
-    assert set(d["unique_id"]) == set(raw["container_ip"])
-    assert list(d.columns) == ["unique_id", "ds", "y"]
-    for uid, g in d.groupby("unique_id"):
-        # a regular 1-min grid from the first to the last sample's bin
-        assert (g["ds"].diff().dropna() == pd.Timedelta("1min")).all()
-        r = raw[raw["container_ip"] == uid]
-        first = pd.to_datetime(r["timestamp_anon"].min(), unit="s", utc=True).floor("1min")
-        assert g["ds"].iloc[0] == first
-        # 57 s samples leave some bins empty: those carry the level, never invent one
-        assert set(np.round(g["y"], 9)) <= set(np.round(
-            r.assign(b=pd.to_datetime(r["timestamp_anon"], unit="s").dt.floor("1min"))
-            .groupby("b")["value"].mean(), 9))
-    assert d["y"].between(0, 100).all()
-    mem = read_genai_metric(FIXTURE, "memory_used")
-    assert mem["y"].max() > 1e9  # bytes, unchanged
-
-
-def test_genai_loader_errors(tmp_path):
-    from features.genai_trace import read_genai, read_genai_metric
-    from foresight.errors import ForesightError
-
-    with pytest.raises(ForesightError, match="not found"):
-        read_genai(tmp_path / "nope.csv")
-    (tmp_path / "x.csv").write_text("a,b\n1,2\n")
-    with pytest.raises(ForesightError, match="need columns"):
-        read_genai(tmp_path / "x.csv")
-    with pytest.raises(ForesightError, match="unknown genai metric"):
-        read_genai_metric(tmp_path, "qps")
-
-
-def test_final_pod_rule_is_fixed():
-    import hashlib
-
-    from features.genai_trace import final_pod
-
-    ids = [f"{i:032x}" for i in range(400)]
-    share = np.mean([final_pod(i) for i in ids])
-    assert 0.25 < share < 0.37  # 5/16 in expectation
-    for i in ids[:20]:
-        assert final_pod(i) == (hashlib.md5(i.encode()).hexdigest()[0] in "01234")
-
-
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/traces/genai-2026-dev is absent")
-def test_genai_dev_trace_split():
-    from features.genai_trace import final_pod, read_genai_metric
-
-    d = read_genai_metric(SHARED, "duty_cycle")
-    ids = d["unique_id"].unique()
-    assert len(ids) == 80
-    assert sum(final_pod(i) for i in ids) == 23  # the committed split: 23 final, 57 tune
-
-
-def test_usage_long_bins_per_pod_gpu():
-    ts = pd.Timestamp("2026-01-01", tz="UTC") + pd.to_timedelta(np.arange(8) * 30, "s")
-    s = pd.DataFrame({"ts": np.r_[ts, ts], "node": "n", "gpu": np.repeat(["0", "1"], 8),
-                      "uuid": "u", "namespace": "ns", "pod": np.repeat(["a", ""], 8),
-                      "metric": "DCGM_FI_PROF_SM_ACTIVE", "value": np.arange(16.0)})
-    out = usage_long(s, "sm", "1min")
-    assert list(out["unique_id"].unique()) == ["ns/a/n/0"]
-    np.testing.assert_allclose(out["y"], [0.5, 2.5, 4.5, 6.5])
 
 
 def test_cli_backtest(tmp_path, capsys):
@@ -500,52 +346,6 @@ def test_cli_backtest_with_phases(tmp_path, capsys):
         assert rc == 0, capsys.readouterr()
         outs.append(pd.read_csv(out))
     pd.testing.assert_frame_equal(outs[0], outs[1])
-
-
-@pytest.mark.parametrize("scope", ["series", "fleet"])
-def test_recent_pick_leaves_the_validated_choice_only_on_evidence(scope):
-    # the model beats the validated choice (last_value) by 10 % on average in the window,
-    # but its error swings: z = 0 follows the mean, z = 1.645 (one-sided 5 %, with W / H
-    # effective samples) keeps the validated choice; a steady 10 % gain is evidence at any z
-    from forecaster.repick import recent_pick
-
-    H, n, W = 5, 80, 20
-    t, ids, origins = two_series(n)
-    y = np.zeros(2 * n)
-    swing = np.where(np.arange(2 * n) % 2 == 0, 0.3, 1.5)  # mean 0.9, sd 0.6
-    cand = {"last_value": np.full(2 * n, 1.0), "mean_last_h": np.full(2 * n, 2.0),
-            "ses": np.full(2 * n, 2.0), "model": swing}
-    static = np.full(2 * n, "last_value", dtype=object)
-    late = np.tile(np.arange(n) >= H + W, 2)
-    assert (recent_pick(ids, origins, y, cand, static, H, W, scope)[late] == "model").all()
-    kept = recent_pick(ids, origins, y, cand, static, H, W, scope, z=1.645)
-    assert (kept[late] == "last_value").all()
-    steady = {**cand, "model": np.full(2 * n, 0.9)}
-    got = recent_pick(ids, origins, y, steady, static, H, W, scope, z=1.645)
-    assert (got[late] == "model").all()
-    # a choice the re-pick cannot score (no candidate of that name) is left as before
-    other = np.full(2 * n, "fit", dtype=object)
-    assert (recent_pick(ids, origins, y, cand, other, H, W, scope, z=1.645)[late]
-            == "model").all()
-
-
-def test_recent_window_in_horizons_round_trips(tmp_path):
-    # recent_unit="horizons": the window holds recent_window horizons (3 x 10 bins), the
-    # same as 30 bins; the unit and the evidence threshold live in the manifest
-    df = regime_series(seed=2)
-    start = pd.Timestamp("2026-01-01T06:00Z")
-    kw = dict(horizon=10, n_estimators=60, recent_scope="fleet", recent_z=1.0)
-    m = UsageForecaster(**kw, recent_window=3, recent_unit="horizons").fit(df[df["ds"] < start])
-    b = UsageForecaster(**kw, recent_window=30).fit(df[df["ds"] < start])
-    assert m.window_bins() == 30 == b.window_bins()
-    a = m.predict_origins(df, start)
-    pd.testing.assert_frame_equal(a, b.predict_origins(df, start))
-    m.save(tmp_path / "h")
-    man = json.loads((tmp_path / "h" / "manifest.json").read_text())
-    assert man["recent_unit"] == "horizons" and man["recent_z"] == 1.0
-    q = UsageForecaster.load(tmp_path / "h")
-    assert q.window_bins() == 30 and q.recent_z == 1.0
-    pd.testing.assert_frame_equal(q.predict_origins(df, start), a)
 
 
 def test_tune_keeps_the_tree_settings_that_validate_best(tmp_path):

@@ -1,16 +1,10 @@
-"""Prediction REST API: routes on a real (small) registry, errors, security, hot reload."""
+"""Prediction REST API: routes on a real (small) registry, errors, the extender mounted on it
+(security, hot reload, concurrency, the API alone: test_serving_ops.py)."""
 from __future__ import annotations
 
-import copy
 import json
-import shutil
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,58 +19,11 @@ from serving.app import Settings, create_api
 from artifacts.adapters import install
 from serving.store import ModelStore
 from artifacts.registry import Registry
-from netutil import free_port, wait_ready
-
-ROOT = Path(__file__).resolve().parents[1]
-PAIR = {"a_workload": "bert-template", "b_workload": "resnet50-template", "sharing": "mps"}
-
-
-@pytest.fixture(scope="session")
-def registry(tmp_path_factory) -> Path:
-    """Every kind published by the training pipeline on a small synthetic cluster (~15 s)."""
-    from training import sources
-    from training.pipeline import TrainConfig, run
-
-    reg = tmp_path_factory.mktemp("reg") / "registry"
-    res = run(sources.synthetic(seed=0, days=2.5, nodes=2), str(reg),
-              TrainConfig(holdout=pd.Timedelta("18h"), n_estimators=40, threads=1,
-                          demand_freq="1h", demand_horizon=3))
-    assert {k.kind: k.status for k in res.kinds}["interference"] == "published"
-    return reg
-
-
-@pytest.fixture()
-def reg_copy(registry, tmp_path) -> Path:
-    dst = tmp_path / "registry"
-    shutil.copytree(registry, dst)
-    return dst
-
-
-class _Insecure:
-    """httpx calls with certificate verification off (self-signed test certificate)."""
-
-    def __getattr__(self, name: str):
-        fn = getattr(httpx, name)
-        return (lambda *a, **kw: fn(*a, verify=False, **kw)) if name in ("get", "post") else fn
-
-
-def _client(reg: Path | None, **kw) -> tuple[TestClient, ModelStore]:
-    store = ModelStore(str(reg) if reg else None)
-    store.refresh()
-    return TestClient(create_api(store, **kw)), store
-
-
-def _republish(reg: Path, kind: str) -> str:
-    """Publish the current model files again as a new version (a real pointer move)."""
-    r = Registry(reg)
-    src, body = r.fetch(kind)
-    fields = {k: body[k] for k in ("features", "training_window", "data_hash", "metrics",
-                                   "code_version")}
-    return r.publish(kind, src, fields)
+from serving_support import PAIR, api_client
 
 
 def test_interference_batch_is_one_vectorized_predict_matching_the_model(registry):
-    client, store = _client(registry)
+    client, store = api_client(registry)
     model = store.get("interference").model
     calls = []
     orig = model.predict
@@ -104,7 +51,7 @@ def test_interference_batch_is_one_vectorized_predict_matching_the_model(registr
 def test_batch_with_uneven_rows_predicts_as_the_model_does_on_the_same_table(registry):
     """The API builds the model's table column by column (absent value: NaN; a feature given
     for one side only: its twin all NaN); the answers are the model's on that table."""
-    client, store = _client(registry)
+    client, store = api_client(registry)
     rng = np.random.default_rng(1)
     rows = []
     for i in range(150):  # above the cached size: the batch path
@@ -125,7 +72,7 @@ def test_batch_with_uneven_rows_predicts_as_the_model_does_on_the_same_table(reg
 
 
 def test_a_body_that_is_not_json_is_a_422_saying_so(registry):
-    client, _ = _client(registry)
+    client, _ = api_client(registry)
     for body in (b'{"pairs": [', b"\xff\xfe", b'{"pairs": [1e400]}'):
         r = client.post("/v1/interference", content=body,
                         headers={"content-type": "application/json"})
@@ -157,14 +104,14 @@ def test_a_body_that_is_not_json_is_a_422_saying_so(registry):
     ([], "pairs:"),
 ])
 def test_bad_input_is_422_naming_the_field(registry, pairs, field):
-    client, _ = _client(registry)
+    client, _ = api_client(registry)
     r = client.post("/v1/interference", json={"pairs": pairs})
     assert r.status_code == 422
     assert r.json()["error"].startswith(field), r.json()["error"]
 
 
 def test_missing_models_are_503_with_a_reason(tmp_path):
-    client, _ = _client(tmp_path / "empty")
+    client, _ = api_client(tmp_path / "empty")
     for method, path, body in [("post", "/v1/interference", {"pairs": [PAIR]}),
                                ("post", "/v1/fingerprint", {"workload": "w"}),
                                ("get", "/v1/fingerprints/w", None), ("get", "/v1/demand", None),
@@ -179,7 +126,7 @@ def test_missing_models_are_503_with_a_reason(tmp_path):
 
 
 def test_fingerprint_routes(registry):
-    client, store = _client(registry)
+    client, store = api_client(registry)
     known = client.post("/v1/fingerprint", json={"workload": "bert-template"}).json()
     assert known["source"] == "key" and known["workload"] == "bert-template"
     assert known["peak_fb_upper_mib"] >= known["peak_fb_p50_mib"] > 0
@@ -202,7 +149,7 @@ def test_demand_from_a_posted_series_and_from_the_server_file(registry, tmp_path
     ds = pd.date_range("2026-01-01", periods=72, freq="1h")
     rows = [{"unique_id": q, "ds": d.isoformat(), "y": float((i % 24) * k)}
             for q, k in (("dev", 1.0), ("research", 0.3)) for i, d in enumerate(ds)]
-    client, _ = _client(registry)
+    client, _ = api_client(registry)
     r = client.post("/v1/demand", json={"series": rows})
     assert r.status_code == 200, r.text
     body = r.json()
@@ -230,7 +177,7 @@ def test_demand_names_the_predictor_of_each_queue(registry):
     ds = pd.date_range("2026-01-01", periods=72, freq="1h")
     rows = [{"unique_id": q, "ds": d.isoformat(), "y": float((i % 24) * k)}
             for q, k in (("dev", 1.0), ("research", 0.3)) for i, d in enumerate(ds)]
-    client, store = _client(registry)
+    client, store = api_client(registry)
     model = store.get("demand").model
     published = dict(model.served_)
     for q, f in ((f["queue"], f) for f in client.post("/v1/demand", json={"series": rows}).json()["forecasts"]):
@@ -332,164 +279,3 @@ def test_score_explains_a_repeated_question_once_and_again_after_a_change(regist
     assert len(explained) == 2 and third["time"] >= first.json()["time"]
     assert {n["node"]: n["score"] for n in third["nodes"]} != \
         {n["node"]: n["score"] for n in first.json()["nodes"]}
-
-
-def test_token_and_body_limit(registry):
-    client, _ = _client(registry, settings=Settings(token="s3cret", max_body_bytes=20_000))
-    assert client.get("/healthz").status_code == 200
-    assert client.post("/v1/interference", json={"pairs": [PAIR]}).status_code == 401
-    bad = client.post("/v1/interference", json={"pairs": [PAIR]},
-                      headers={"Authorization": "Bearer nope"})
-    assert bad.status_code == 401
-    auth = {"Authorization": "Bearer s3cret"}
-    assert client.post("/v1/interference", json={"pairs": [PAIR]}, headers=auth).status_code == 200
-    big = client.post("/v1/interference", json={"pairs": [PAIR] * 400}, headers=auth)
-    assert big.status_code == 413
-
-
-def test_hot_reload_swaps_and_refuses_a_broken_version(reg_copy):
-    client, store = _client(reg_copy)
-    assert client.post("/v1/interference", json={"pairs": [PAIR]}).json()["model_version"] == "1"
-    v2 = _republish(reg_copy, "interference")
-    assert store.refresh()["interference"] == f"loaded {v2}"
-    assert client.post("/v1/interference", json={"pairs": [PAIR]}).json()["model_version"] == v2
-    # v3: a model file whose bytes are not the ones its manifest lists
-    v3 = _republish(reg_copy, "interference")
-    model_dir = reg_copy / "models" / "interference" / v3 / "model"
-    (model_dir / "point.txt").write_text("tree\n")
-    assert store.refresh()["interference"].startswith(f"refused {v3}")
-    r = client.post("/v1/interference", json={"pairs": [PAIR]})
-    assert r.status_code == 200 and r.json()["model_version"] == v2  # the old one keeps serving
-    ready = client.get("/readyz").json()["models"]["interference"]
-    assert ready["version"] == v2 and f"version {v3} refused" in ready["error"]
-    prom = client.get("/metrics").text
-    assert 'foresight_api_model_refused{kind="interference"} 1.0' in prom
-    assert 'foresight_api_model_version{kind="interference"} %s' % float(v2) in prom
-
-
-def test_swap_under_concurrent_load_drops_no_request(reg_copy):
-    import uvicorn
-
-    store = ModelStore(str(reg_copy))
-    store.refresh()
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(create_api(store), host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    threading.Thread(target=server.run, daemon=True).start()
-    deadline = time.time() + 10
-    while not server.started:
-        assert time.time() < deadline
-        time.sleep(0.02)
-    results: list[tuple[int, str]] = []
-    stop = threading.Event()
-
-    def fire() -> None:
-        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as c:
-            while not stop.is_set():
-                r = c.post("/v1/interference", json={"pairs": [PAIR] * 20})
-                results.append((r.status_code, r.json().get("model_version", "")))
-
-    workers = [threading.Thread(target=fire) for _ in range(4)]
-    try:
-        for w in workers:
-            w.start()
-        swapped = []
-        for _ in range(3):  # three swaps while requests are in flight
-            time.sleep(0.4)
-            v = _republish(reg_copy, "interference")
-            assert store.refresh()["interference"] == f"loaded {v}"
-            swapped.append(v)
-        time.sleep(0.4)
-    finally:
-        stop.set()
-        for w in workers:
-            w.join(10)
-        server.should_exit = True
-    codes = [c for c, _ in results]
-    assert len(codes) > 20 and set(codes) == {200}, set(codes)
-    assert {"1", swapped[-1]} <= {v for _, v in results}  # served old and new versions
-
-
-def test_import_does_no_model_work():
-    code = ("import sys, serving.app, serving.store, artifacts.adapters;"
-            "assert 'lightgbm' not in sys.modules, 'lightgbm imported';"
-            "from serving.store import ModelStore; s = ModelStore('/nonexistent');"
-            "assert s.models == {}")
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-
-
-def test_cli_only_api_serves_the_api_alone(registry, tmp_path):
-    port = free_port()
-    tok = tmp_path / "token"
-    tok.write_text("abc\n")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl not installed: cannot make a test certificate")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-                    "-subj", "/CN=127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
-    proc = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", "--only", "api",
-                             "--registry", str(registry), "--port", str(port), "--host",
-                             "127.0.0.1", "--token-file", str(tok), "--log-level", "warning",
-                             "--tls-cert", str(cert), "--tls-key", str(key)], cwd=ROOT)
-    url = f"https://127.0.0.1:{port}"
-    httpx = _Insecure()  # the self-signed certificate: TLS on, verification off
-    try:
-        wait_ready(httpx.get, url + "/readyz", proc, transport_error=httpx.TransportError)
-        h = {"Authorization": "Bearer abc"}
-        assert httpx.post(url + "/v1/interference", json={"pairs": [PAIR]},
-                          headers=h).status_code == 200
-        assert httpx.post(url + "/scheduler/filter", content=b"{}").status_code == 404
-        assert httpx.get(url + "/docs").status_code == 200
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
-
-def test_batcher_merges_concurrent_requests_and_isolates_a_bad_one():
-    from foresight.errors import ForesightError
-    from serving.batcher import MicroBatcher
-
-    class Slow:
-        def predict(self, df):
-            time.sleep(0.05)
-            if (df.get("a_workload") == "bad").any():
-                raise ForesightError("bad row")
-            v = df["a_sm_active"].to_numpy()
-            return pd.DataFrame({"a_speed_pred": v, "b_speed_pred": v, "a_speed_p10": v,
-                                 "b_speed_p10": v})
-
-    b, model, out = MicroBatcher(), Slow(), {}
-
-    def ask(i: int) -> None:
-        w = "bad" if i == 3 else "ok"
-        try:
-            out[i] = b.predict(model, [{"a_workload": w, "b_workload": "x",
-                                        "a_sm_active": i / 100}])["a_speed_pred"].tolist()
-        except ForesightError as exc:
-            out[i] = str(exc)
-
-    def run(ids) -> None:
-        threads = [threading.Thread(target=ask, args=(i,)) for i in ids]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(10)
-
-    run([i for i in range(12) if i != 3])
-    assert all(out[i] == [i / 100] for i in range(12) if i != 3)  # each got its own rows
-    assert b.calls < 11  # merged: fewer predict calls than the 11 requests
-    run([3, 4, 5])  # a failing request, merged or not, fails alone
-    assert out[3] == "bad row" and out[4] == [0.04] and out[5] == [0.05]
-
-
-def test_fingerprint_bound_follows_the_batch_size(registry):
-    client, _ = _client(registry)
-    sizes = [1, 1024]
-    bounds = [client.post("/v1/fingerprint", json={"workload": "resnet50-template",
-                                                   "batch_size": b}).json() for b in sizes]
-    assert all(b["source"] == "key" for b in bounds)
-    assert bounds[1]["peak_fb_p50_mib"] > bounds[0]["peak_fb_p50_mib"]
-    bad = client.post("/v1/fingerprint", json={"batch_size": 0})
-    assert bad.status_code == 422 and bad.json()["error"].startswith("batch_size")

@@ -35,7 +35,7 @@ import numpy as np
 from scheduler_hook import topology as topo
 from scheduler_hook.scores import topology_prospect as prospect
 from scheduler_hook.scores.base import ComponentResult, Context, constant
-from scheduler_hook.scores.reservation import hold_expired, predicted_runtime
+from scheduler_hook.scores.reservation import MAX_HOLD_S, hold_expired, predicted_runtime
 
 
 def gang_members(state: Any) -> dict[str, list[tuple[str, str]]]:
@@ -220,7 +220,7 @@ class TopologyGang:
             return constant(ctx, 1.0, "no demand forecast: no domain kept for gangs")
         if pod.priority >= int(ctx.cfg.get("high_priority", 1000)):
             return constant(ctx, 1.0, "high-priority pod may use domains kept for gangs")
-        out = hold_expired(ctx, "reservation_max_hold_s", 300.0, "domains kept for gangs")
+        out = hold_expired(ctx, "reservation_max_hold_s", MAX_HOLD_S, "domains kept for gangs")
         if out is not None:
             return out
         levels = topo.levels_of(ctx.cfg)  # the configured tuple when it names the level: the

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ground.errors import ForesightError
-from simulator.replay.data import _read
+from simulator.replay.data import read_table
 
 MIN_FIT_PAIRS = 5  # measured (ordered) pairs needed before the P100 -> truth line replaces raw P100
 
@@ -48,8 +48,8 @@ class ColocationMode:
                  slow: float = 0.85) -> None:
         if not Path(gavel_pairs).is_file():
             raise ForesightError(f"Gavel pair table not found: {gavel_pairs}")
-        pairs = _read(gavel_pairs, ("source", "gpu", "job_a", "scale_a", "job_b", "scale_b",
-                                    "norm_speed_a"), "Gavel pair")
+        pairs = read_table(gavel_pairs, ("source", "gpu", "job_a", "scale_a", "job_b", "scale_b",
+                                         "norm_speed_a"), "Gavel pair")
         d = pairs[(pairs["source"] == "physical") & (pairs["gpu"] == truth_gpu)]
         self.jobs = sorted(set(d["job_a"]))
         if not self.jobs:

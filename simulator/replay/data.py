@@ -19,7 +19,7 @@ NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
-def _read(path: Path | str, required: tuple[str, ...], what: str) -> pd.DataFrame:
+def read_table(path: Path | str, required: tuple[str, ...], what: str) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise ForesightError(f"{what} file not found: {path}")
@@ -89,7 +89,7 @@ class Pods:
 
 
 def load_nodes(path: Path | str) -> Nodes:
-    df = _read(path, NODE_COLUMNS, "nodes")
+    df = read_table(path, NODE_COLUMNS, "nodes")
     gpu = _ints(df, "gpu", path)
     cpu, mem = (_ints(df, c, path, empty_is_zero=False) for c in ("cpu_milli", "memory_mib"))
     keep = gpu > 0  # the published cluster is the GPU nodes
@@ -101,7 +101,7 @@ def load_nodes(path: Path | str) -> Nodes:
 
 
 def load_pods(path: Path | str) -> Pods:
-    return pods_from_frame(_read(path, POD_COLUMNS, "pods"), str(path))
+    return pods_from_frame(read_table(path, POD_COLUMNS, "pods"), str(path))
 
 
 def pods_from_frame(df: pd.DataFrame, path: str = "table") -> Pods:

@@ -18,14 +18,14 @@ from pathlib import Path
 import numpy as np
 
 from ground.errors import ForesightError
-from simulator.replay.data import _read
+from simulator.replay.data import read_table
 
 
 class PowerMode:
     def __init__(self, zeus_csv: Path, rack_nodes: int = 10, cap_frac: float = 0.6) -> None:
         if not Path(zeus_csv).is_file():
             raise ForesightError(f"Zeus power table not found: {zeus_csv}")
-        d = _read(zeus_csv, ("dataset", "network", "power_limit", "average_power"),
+        d = read_table(zeus_csv, ("dataset", "network", "power_limit", "average_power"),
                   "Zeus power")
         self.limit = float(d["power_limit"].max())
         d = d[d["power_limit"] == self.limit]

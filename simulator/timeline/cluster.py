@@ -68,6 +68,12 @@ class TimelineCluster(Cluster):
         """(N,) bool: every GPU of the node is free."""
         return self.whole == self.nodes.gpus
 
+    def fits_pod(self, gpus: int, milli: int) -> np.ndarray:
+        """(N,) bool: nodes one GPU-only pod fits on now (what Cluster.feasible answers),
+        from the kept per-node aggregates: a fractional pod needs one GPU with that much
+        free, a whole-GPU pod that many whole GPUs."""
+        return self.maxfree >= milli if milli < MILLI else self.whole >= gpus
+
     def aggregates(self, allowed: np.ndarray | None = None) -> "Aggregates":
         """What a scheduling pass needs to know whether a shape fits: from the running
         totals for the whole cluster, in O(N) over the ``allowed`` nodes otherwise (a recount:

@@ -20,7 +20,6 @@ import numpy as np
 
 from scheduler_hook.scores.reservation import MAX_HOLD_S, held_too_long
 from scheduler_hook.scores.topology_prospect import pack_tiers
-from simulator.replay.cluster import MILLI
 from simulator.replay.data import Nodes
 from simulator.timeline.blocked import BlockedLog
 from simulator.timeline.cluster import TimelineCluster
@@ -152,7 +151,7 @@ def run_timeline(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     def packed(j: int, allowed, now: float):
         """The first pack tier (within ``allowed``) the pod fits in, else ``allowed``."""
         g, m = int(jobs.gpus[j]), int(jobs.milli[j])
-        fit = (c.maxfree >= m) if m < MILLI else (c.whole >= g)
+        fit = c.fits_pod(g, m)
         if allowed is not None:
             fit = fit & allowed
         for tier in pack_tiers(ends.effective(now), c.empty(), big_nodes,

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from scheduler_hook.fragmentation import fragmentation_increase
-from simulator.replay.cluster import MILLI
 from simulator.replay.data import Pods
 from simulator.replay.policies import FGD, BestFit, Foresight, Pod, Policy, gpu_milli
 from simulator.timeline.cluster import TimelineCluster
@@ -201,11 +200,7 @@ class Placer:
     def choose(self, gpus: int, milli: int, allowed: np.ndarray | None
                ) -> tuple[int, int] | None:
         c = self.cluster
-        # what Cluster.feasible answers for a GPU-only pod, from the kept per-node aggregates
-        if milli < MILLI:
-            node_ok = c.maxfree >= milli
-        else:
-            node_ok = c.whole >= gpus
+        node_ok = c.fits_pod(gpus, milli)
         if allowed is not None:
             node_ok &= allowed
         cand = np.flatnonzero(node_ok)

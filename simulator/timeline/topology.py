@@ -50,11 +50,11 @@ from scheduler_hook.scores.drain import MAX_HOLD_S
 from scheduler_hook.scores.reservation import held_too_long
 from scheduler_hook.scores.topology_prospect import keep_free, pack_tiers
 from scheduler_hook.topology import HOSTNAME, encode
-from simulator.replay.cluster import MILLI
 from simulator.replay.data import Nodes
 from simulator.timeline.cluster import TimelineCluster
 from simulator.timeline.policies import Placer, trace_of
 from simulator.timeline.reserve import ReservationGate
+from simulator.timeline.run import queue_order
 from simulator.timeline.topology_ends import NodeEnds
 from simulator.timeline.topology_holds import RackHolds
 from simulator.timeline.topology_metrics import big_work_gpu_h, summarize
@@ -143,8 +143,8 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
     pending: dict[tuple, list] = {}
     pred = runtime_p50 if runtime_p50 is not None else jobs.duration
     pred = np.where(np.isfinite(pred), pred, jobs.duration)
-    big_job = (jobs.pods > 1) | (jobs.gpus >= 8)
-    okey = jobs.arrival + (big_order * pred * big_job if policy == "topology" else 0.0)
+    okey = queue_order(jobs, pred, big_order if policy == "topology" else 0.0)
+    okey = jobs.arrival if okey is None else okey
     ends = NodeEnds(len(nodes))  # pack, drain: each node's predicted end
     gang_node = nodes.gpus >= 8
     # the nodes held for waiting gangs (hold) or drained for pending big jobs (drain)
@@ -235,7 +235,7 @@ def run_topology(nodes: Nodes, jobs: Jobs, policy: str, t_start: float, t_end: f
         if pack and g < 8:  # where it does not keep an 8-GPU node taken longer, first
             tiers = pack_tiers(ends.effective(now), c.empty(), gang_node,
                                now + float(pred[j]), rack if pack_racks else None)
-        fits = ((c.maxfree >= m) if m < MILLI else (c.whole >= g)) & free_for(j, now)
+        fits = c.fits_pod(g, m) & free_for(j, now)
         for base in [*bases, away]:
             for tier in (*tiers, None):
                 if base is None and tier is None:

@@ -26,7 +26,7 @@ class PowerMode:
         if not Path(zeus_csv).is_file():
             raise ForesightError(f"Zeus power table not found: {zeus_csv}")
         d = read_table(zeus_csv, ("dataset", "network", "power_limit", "average_power"),
-                  "Zeus power")
+                       "Zeus power")
         self.limit = float(d["power_limit"].max())
         d = d[d["power_limit"] == self.limit]
         groups = list(d.groupby(["dataset", "network"])["average_power"])

@@ -26,6 +26,8 @@ def header(title: str, command: str, extra: list[str] | None = None) -> list[str
 
 
 def table(rows: list[dict], cols: list[str] | None = None, fmt: str = "{:.3f}") -> list[str]:
+    if not rows:
+        return ["(no rows)"]
     cols = cols or list(rows[0])
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in rows:

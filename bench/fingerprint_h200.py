@@ -56,10 +56,20 @@ def hungarian_accuracy(truth: np.ndarray, pred: np.ndarray) -> tuple[float, dict
 
 
 def cycles(truth: np.ndarray) -> list[tuple[int, int]]:
-    """(start, end) of each cycle: from one 'train' start to the next."""
-    st = [i for i in range(len(truth)) if truth[i] == "train" and (i == 0 or
-                                                                  truth[i - 1] != "train")]
+    """(start, end) of each cycle: from one 'train' start to the next (a file whose phases
+    have other names: from one start of its first labelled phase to the next)."""
+    if not len(truth):
+        return []
+    first = "train" if "train" in set(truth) else truth[0]
+    st = [i for i in range(len(truth)) if truth[i] == first and (i == 0 or
+                                                                truth[i - 1] != first)]
     return list(zip(st, st[1:] + [len(truth)]))
+
+
+def column(raw: pd.DataFrame, name: str) -> np.ndarray:
+    """A telemetry column as floats; NaN throughout where the file lacks it (a GPU without
+    GPM profiling, a recorder without power)."""
+    return raw[name].to_numpy(float) if name in raw else np.full(len(raw), np.nan)
 
 
 def phase_table(fp: dict, csv: Path, truth_phases: list[str]) -> list[dict]:
@@ -67,10 +77,11 @@ def phase_table(fp: dict, csv: Path, truth_phases: list[str]) -> list[dict]:
     SM activity: NaN-aware on both sides, i.e. without the samples whose profiling counters
     were not reporting (the loader reads them as missing)."""
     raw = pd.read_csv(csv)
-    util = raw["util_gpu"].to_numpy(float)
-    sm = raw["gpm_sm_active"].to_numpy(float)
+    util = column(raw, "util_gpu")
+    sm = column(raw, "gpm_sm_active")
     prof = [c for c in raw.columns if c.startswith("gpm_")]
-    dead = (raw[prof].fillna(0).to_numpy() == 0).all(axis=1) & (util >= 50)
+    dead = (raw[prof].fillna(0).to_numpy() == 0).all(axis=1) & (util >= 50) if prof \
+        else np.ones(len(raw), bool)
     sm_ok = np.where(dead, np.nan, sm)
     rows = []
     for ph in truth_phases:
@@ -79,11 +90,11 @@ def phase_table(fp: dict, csv: Path, truth_phases: list[str]) -> list[dict]:
                    if VOCAB.get(k) == ph]
         w = np.array([s for s, _ in learned])
         row = {"phase": ph, "samples": int(m.sum())}
-        for name, col, lab in (("power_w", "power", raw["power_w"].to_numpy(float)[m]),
+        for name, col, lab in (("power_w", "power", column(raw, "power_w")[m]),
                                ("sm_active", "sm", sm_ok[m])):
-            lv = float(np.nanmean(lab))
-            vals = np.array([mt[col]["mean"] if mt[col]["mean"] is not None else np.nan
-                             for _, mt in learned])
+            lv = float(np.nanmean(lab)) if np.isfinite(lab).any() else float("nan")
+            means = [(mt.get(col) or {}).get("mean") for _, mt in learned]
+            vals = np.array([np.nan if v is None else v for v in means], float)
             ok = np.isfinite(vals)
             fv = float(np.sum(w[ok] * vals[ok]) / w[ok].sum()) if ok.any() else float("nan")
             row[f"{name} labelled"] = lv
@@ -108,7 +119,7 @@ def main() -> None:
     ok = truth_full != ""
     truth, pred = truth_full[ok], lab_full[ok]
     step = _step_s(t)
-    tol = int(round(TOL_S / step))
+    tol = max(1, int(round(TOL_S / step)))  # at 1 Hz or slower: one sample
     cp = cp_scores(truth, pred, tol)
     n = len(truth)
     rp, rr = precision_recall(list(change_points(truth)) + [n], list(change_points(pred)) + [n],
@@ -196,9 +207,9 @@ def main() -> None:
     lag = []
     for ph in phases:
         st = [i for i in starts if rph[i] == ph]
-        first = np.mean([raw["power_w"].to_numpy()[i:i + 3].mean() for i in st])
+        first = np.mean([column(raw, "power_w")[i:i + 3].mean() for i in st])
         lag.append({"phase": ph, "runs": len(st), "first 3 samples W": float(first),
-                    "whole run W": float(raw.loc[rph == ph, "power_w"].mean())})
+                    "whole run W": float(np.mean(column(raw, "power_w")[rph == ph]))})
     lines += table(lag)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text("\n".join(lines) + "\n")

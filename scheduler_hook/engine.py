@@ -355,7 +355,10 @@ class Scorer:
 
     def choose_gpus(self, pod: PodRequest, node: str) -> list[int]:
         """GPU indices for `pod` on `node`: for a GPU share the slot whose use raises expected
-        fragmentation least; for whole GPUs the first fully free healthy ones. [] = no room."""
+        fragmentation least among those where the co-location gate's floors hold (any slot
+        when none does: the filter has then refused the node already); for whole GPUs the
+        first fully free healthy ones. [] = no room."""
+        from scheduler_hook.scores.colocation import ColocationSafety
         from scheduler_hook.scores.fragmentation import slot_increase
 
         with self.state.lock:
@@ -365,6 +368,9 @@ class Scorer:
             ctx = Context(self.state, rows, pod, self.providers, self.cfg)
             if pod.fractional or pod.milli < 0:
                 inc = slot_increase(ctx)[0]
+                view = ColocationSafety().gpu_view(ctx)
+                if view is not None and view.safe[0].any():  # a GPU its floors hold on first
+                    inc = np.where(view.safe[0], inc, np.inf)
                 g = int(np.argmin(inc))
                 return [g] if np.isfinite(inc[g]) else []
             whole = np.flatnonzero(ctx.usable[0] & (ctx.free[0] >= 1000))

@@ -5,41 +5,36 @@ violation - only with a fresh interference model. The pessimistic speed is the m
 admission bound at that floor where it has one (calibrated to admit at most its `admit_risk` of
 unsafe placements: forecaster/interference/admission.py), its p10 otherwise. A shared GPU is
 asked in its node's sharing mode (GFD's `nvidia.com/gpu.sharing-strategy`: time-slicing or MPS
-divide a GPU differently).
+divide a GPU differently). A GPU share meets only the residents of the GPU it lands on, and
+several of them slow it together (colocation_gpu.py: their delays add).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from scheduler_hook.scores.base import ComponentResult, Context, constant
+from scheduler_hook.scores.colocation_gpu import GpuView, gpu_view, under_floor
+
+__all__ = ["ColocationSafety", "under_floor"]
 
 
-def under_floor(bound: np.ndarray, floor: float | np.ndarray) -> np.ndarray:
-    """Where a side's bound breaks its minimum speed: the gate refuses such a placement (no
-    floor, 0: never; an unknown bound, NaN: never, as "no known slowdown"). The API's
-    `/v1/interference` answers `admitted` with the same rule."""
-    floor = np.asarray(floor, float)
-    return (floor > 0) & (np.nan_to_num(np.asarray(bound, float), nan=1.0) < floor)
+def shares_a_gpu(pod) -> bool:
+    """A pod that takes part of one GPU: a fraction, or a size in GPU memory (KAI's
+    `gpu-memory`, resolved per node)."""
+    return pod.gpus == 1 and (0 < pod.milli < 1000 or pod.milli < 0)
 
 
 class ColocationSafety:
     name = "colocation"
 
-    def score(self, ctx: Context) -> ComponentResult:
-        model = ctx.providers.fresh("interference")
-        if model is None:
-            return constant(ctx, 1.0, "no fresh interference model: not scored")
-        pod, s, r = ctx.pod, ctx.state, ctx.rows
-        codes = s.res_code[r]
-        if pod.fractional:  # GPU sharing: only residents that themselves share a GPU
-            codes = np.where(s.res_gpu[r] >= 0, codes, -1)
-            codes = np.where(s.res_milli[r] < 1000, codes, -1)
+    def _pairs(self, ctx: Context, model, codes: np.ndarray, modes: np.ndarray,
+               names: list[str]) -> tuple[np.ndarray, ...]:
+        """Pairwise (n, K): the pod's speed beside each resident, each resident's beside the
+        pod, and both sides' bounds at their own floors (the admission bound where the model
+        has one, its p10 otherwise, the point speed for a provider with neither)."""
+        s, r, pod = ctx.state, ctx.rows, ctx.pod
         present = np.unique(codes[codes >= 0])
-        if len(present) == 0:
-            return constant(ctx, 1.0, "no co-located pods")
-        names = ctx.workload_names()
         others = [names[c] for c in present]
-        modes = s.sharing[r] if pod.fractional else np.full(ctx.n, "node", dtype=object)
         bounded = hasattr(model, "bounds")
         admits = bool(getattr(model, "admits", False))
         slo = s.res_slo[r]
@@ -69,6 +64,51 @@ class ColocationSafety:
                                                  slo[rows])
         if not bounded:  # a provider without p10: its point speeds are the bound
             lo_in, lo_res = s_in, s_res
+        return s_in, s_res, lo_in, lo_res
+
+    def _residents(self, ctx: Context) -> np.ndarray:
+        """Resident workload codes (n, K) the pod can meet: for a GPU share, only residents
+        that themselves share one GPU (-1 elsewhere)."""
+        s, r = ctx.state, ctx.rows
+        codes = s.res_code[r]
+        if shares_a_gpu(ctx.pod):
+            codes = np.where(s.res_gpu[r] >= 0, codes, -1)
+            codes = np.where(s.res_milli[r] < 1000, codes, -1)
+        return codes
+
+    def gpu_view(self, ctx: Context) -> GpuView | None:
+        """The per-GPU view of a GPU share (colocation_gpu.GpuView), None where the gate has
+        nothing to say per GPU (no fresh model, not a GPU share, no resident that shares)."""
+        model = ctx.providers.fresh("interference")
+        pod = ctx.pod
+        if model is None or not shares_a_gpu(pod) or pod.mig_count:
+            return None
+        codes = self._residents(ctx)
+        if not (codes >= 0).any():
+            return None
+        names = ctx.workload_names()
+        modes = ctx.state.sharing[ctx.rows]
+        s_in, s_res, lo_in, lo_res = self._pairs(ctx, model, codes, modes, names)
+        bound_at = model.admit_bound if getattr(model, "admits", False) else None
+        return gpu_view(ctx, model, codes, modes, names, s_in, lo_in, s_res, lo_res, bound_at)
+
+    def score(self, ctx: Context) -> ComponentResult:
+        model = ctx.providers.fresh("interference")
+        if model is None:
+            return constant(ctx, 1.0, "no fresh interference model: not scored")
+        pod = ctx.pod
+        codes = self._residents(ctx)
+        if not (codes >= 0).any():
+            return constant(ctx, 1.0, "no co-located pods")
+        floor = float(ctx.cfg.get("slowdown_floor", 0.5))
+        if shares_a_gpu(pod) and not pod.mig_count:
+            return self._score_gpus(ctx, self.gpu_view(ctx), floor,
+                                    "admission-bound" if getattr(model, "admits", False)
+                                    else "p10")
+        names = ctx.workload_names()
+        modes = np.full(ctx.n, "node", dtype=object)
+        slo = ctx.state.res_slo[ctx.rows]
+        s_in, s_res, lo_in, lo_res = self._pairs(ctx, model, codes, modes, names)
         if pod.mig_count:  # beside other MIG slices: the model's "mig" pairs, not node-level
             from scheduler_hook.scores.mig import mig_pair_speeds
             s_in, s_res = mig_pair_speeds(ctx, model, codes, s_in, s_res)
@@ -79,7 +119,6 @@ class ColocationSafety:
         worst_res = np.nan_to_num(np.fmin.reduce(np.where(codes >= 0, s_res, np.nan), axis=1),
                                   nan=1.0)
         worst = np.minimum(np.minimum(worst_in, worst_res), 1.0)
-        floor = float(ctx.cfg.get("slowdown_floor", 0.5))
         value = np.clip((worst - floor) / (1.0 - floor), 0.0, 1.0)
         broken_res = under_floor(lo_res, slo).any(axis=1)
         low_in = np.fmin.reduce(np.where(codes >= 0, lo_in, np.nan), axis=1)
@@ -91,7 +130,7 @@ class ColocationSafety:
                     f"for the worst resident")
 
         def why(j: int) -> str:
-            bound = "admission-bound" if admits else "p10"
+            bound = "admission-bound" if getattr(model, "admits", False) else "p10"
             if broken_in[j]:
                 who, low, fl = "the pod", low_in[j], float(pod.slo_min_speed)
             else:  # the resident furthest under its own floor
@@ -99,6 +138,36 @@ class ColocationSafety:
                 k = int(np.argmin(gap))
                 who, low, fl = "a resident", lo_res[j, k], float(slo[j, k])
             return (f"minimum speed broken: {bound} speed of {who} {low:.2f} under its floor "
-                    f"{fl:.2f} ({modes[j]} sharing)")
+                    f"{fl:.2f} ({modes[j]} pairs)")
+
+        return ComponentResult(value, reason, violation, why)
+
+    @staticmethod
+    def _score_gpus(ctx: Context, v: GpuView, floor: float, bound: str) -> ComponentResult:
+        """A GPU share: the value of the GPU it is best placed on; refused where no GPU that
+        fits it is safe for it and for every resident with a minimum speed."""
+        pod = ctx.pod
+        g = v.chosen()
+        at = (np.arange(ctx.n), g)
+        pod_pt, res_pt, n_res = v.pod_point[at], v.res_point[at], v.crowd[at]
+        worst = np.minimum(np.minimum(pod_pt, res_pt), 1.0)
+        value = np.clip((worst - floor) / (1.0 - floor), 0.0, 1.0)
+        violation = v.candidate.any(axis=1) & ~v.safe.any(axis=1)
+        modes = ctx.state.sharing[ctx.rows]
+
+        def reason(j: int) -> str:
+            return (f"GPU {g[j]} ({n_res[j]:.0f} sharing pods): predicted speed "
+                    f"{pod_pt[j]:.2f} for the pod, {res_pt[j]:.2f} for the slowest resident")
+
+        def why(j: int) -> str:
+            k = g[j]
+            if v.pod_broken[j, k]:
+                side = (f"{bound} speed of the pod {v.pod_bound[j, k]:.2f} under its floor "
+                        f"{float(pod.slo_min_speed):.2f}")
+            else:
+                side = (f"{bound} speed of a resident {v.res_low[j, k]:.2f} under its floor "
+                        f"{v.res_floor[j, k]:.2f}")
+            return (f"minimum speed broken on every GPU that fits the pod; on GPU {k} "
+                    f"({v.crowd[j, k]:.0f} sharing pods): {side} ({modes[j]} sharing)")
 
         return ComponentResult(value, reason, violation, why)

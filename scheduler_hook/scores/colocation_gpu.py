@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+import pandas as pd
 
 LOWEST = 0.01  # a predicted speed is never taken below this (its delay stays finite)
 
@@ -95,19 +96,21 @@ class GpuView:
         return np.argmax(pref * 10.0 + self.worst, axis=1)
 
 
-def resident_pairs(codes_a: np.ndarray, codes_b: np.ndarray, modes: np.ndarray,
-                   names: list[str], table: Callable[[str, list[str], str], tuple]
-                   ) -> list[np.ndarray]:
+def resident_pairs(codes_a: np.ndarray, codes_b: np.ndarray, mode_names: np.ndarray,
+                   modes: np.ndarray, names: list[str],
+                   table: Callable[[str, list[str], str], tuple]) -> list[np.ndarray]:
     """Per pair of resident workload codes (flat), the values `table` gives for a workload
-    beside others in a mode (point, then p10 and unit where the model has them)."""
-    present = np.unique(np.r_[codes_a, codes_b])
+    beside others in a mode (point, then p10 and unit where the model has them); `modes`
+    indexes `mode_names`."""
+    present = np.flatnonzero(np.bincount(np.r_[codes_a, codes_b]))  # unique, without a sort
     pos = np.zeros(int(present.max()) + 1, int)
     pos[present] = np.arange(len(present))
     ia, ib = pos[codes_a], pos[codes_b]
     others = [names[c] for c in present]
     out: list[np.ndarray] = []
-    for mode in np.unique(modes):
-        rows = modes == mode
+    for mi in np.unique(modes):
+        rows = modes == mi
+        mode = str(mode_names[mi])
         cols = [np.stack(t) for t in zip(*(table(names[c], others, mode) for c in present))]
         out = out or [np.full(len(codes_a), np.nan) for _ in cols]
         for arr, t in zip(out, cols):
@@ -134,16 +137,19 @@ def gpu_view(ctx: Any, model: Any, codes: np.ndarray, modes: np.ndarray, names: 
     co_pt, co_lo = np.zeros(len(vi)), np.zeros(len(vi))
     j, j2 = same_gpu_pairs(key)
     if len(j):
-        m = modes[vi[j]]
-        cols = resident_pairs(codes[vi[j], vk[j]], codes[vi[j2], vk[j2]], m, names,
-                              _columns(model, bound_at is not None))
+        # modes as codes: np.unique over thousands of pairs' strings costs milliseconds
+        codes_m, mode_names = pd.factorize(modes)
+        mode_of_row = np.asarray(codes_m)
+        m = mode_of_row[vi[j]]
+        cols = resident_pairs(codes[vi[j], vk[j]], codes[vi[j2], vk[j2]], mode_names, m,
+                              names, _columns(model, bound_at is not None))
         lo = cols[0] if len(cols) < 2 else cols[1]
         if bound_at is not None:  # each resident's bound at its own floor
             lo = np.empty(len(j))
-            for mode in np.unique(m):
-                sel = m == mode
-                lo[sel] = bound_at(mode, cols[0][sel], cols[2][sel], cols[1][sel],
-                                   slo[j[sel]])
+            for mi in np.unique(m):
+                sel = m == mi
+                lo[sel] = bound_at(str(mode_names[mi]), cols[0][sel], cols[2][sel],
+                                   cols[1][sel], slo[j[sel]])
         co_pt += np.bincount(j, weights=delay(cols[0]), minlength=len(vi))
         co_lo += np.bincount(j, weights=delay(lo), minlength=len(vi))
     res_pt = combined(delay(s_res[vi, vk]) + co_pt)

@@ -355,10 +355,11 @@ class Scorer:
 
     def choose_gpus(self, pod: PodRequest, node: str) -> list[int]:
         """GPU indices for `pod` on `node`: for a GPU share the slot whose use raises expected
-        fragmentation least among those where the co-location gate's floors hold (any slot
-        when none does: the filter has then refused the node already); for whole GPUs the
-        first fully free healthy ones. [] = no room."""
+        fragmentation least among those where its predicted peak fits and the co-location
+        gate's floors hold (the filter has refused the node already where none does); for
+        whole GPUs the first fully free healthy ones. [] = no room."""
         from scheduler_hook.scores.colocation import ColocationSafety
+        from scheduler_hook.scores.memory_fit import MemoryFit
         from scheduler_hook.scores.fragmentation import slot_increase
 
         with self.state.lock:
@@ -368,9 +369,16 @@ class Scorer:
             ctx = Context(self.state, rows, pod, self.providers, self.cfg)
             if pod.fractional or pod.milli < 0:
                 inc = slot_increase(ctx)[0]
+                # GPUs where the predicted peak fits and the floors hold first, then where the
+                # memory fits (an OOM costs more than a slowdown), then where the floors hold
+                free_fb, need_fb, predicted = MemoryFit().gpu_room(ctx)
+                room = free_fb[0] >= need_fb[0] if predicted else np.ones(len(inc), bool)
                 view = ColocationSafety().gpu_view(ctx)
-                if view is not None and view.safe[0].any():  # a GPU its floors hold on first
-                    inc = np.where(view.safe[0], inc, np.inf)
+                safe = view.safe[0] if view is not None else np.ones(len(inc), bool)
+                for ok in (room & safe, room, safe):
+                    if (ok & np.isfinite(inc)).any():
+                        inc = np.where(ok, inc, np.inf)
+                        break
                 g = int(np.argmin(inc))
                 return [g] if np.isfinite(inc[g]) else []
             whole = np.flatnonzero(ctx.usable[0] & (ctx.free[0] >= 1000))

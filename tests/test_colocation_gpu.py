@@ -109,3 +109,37 @@ def test_a_residents_floor_counts_its_other_neighbours_too():
     res, _, _ = _score(st, {**base, ("x", "me"): 0.85}, "")
     assert res.violation.tolist() == [True]
     assert "resident" in res.violation_reason(0)
+
+
+class Peaks:
+    """Predicted peak framebuffer per workload (MiB), no power."""
+
+    def __init__(self, peak: dict[str, float]) -> None:
+        self.peak = peak
+
+    def peak_fb_mib(self, workloads):
+        return np.array([self.peak.get(w, np.nan) for w in workloads])
+
+    def power_w(self, workloads):
+        return np.full(len(workloads), np.nan)
+
+
+def test_the_binder_takes_a_gpu_where_the_predicted_peak_fits():
+    # GPU 0: a 0.25 share predicted to peak at 70 GiB of 80; GPU 1: a 0.5 share at 5 GiB
+    st = ClusterState()
+    st.replace_all([make_node("n", gpus=2, gpu_mem_mib=81920)],
+                   [make_pod("big", fraction=0.25, node="n", workload="big", phase="Running",
+                             annotations={GPU_INDEX: "0"}),
+                    make_pod("small", fraction=0.5, node="n", workload="small",
+                             phase="Running", annotations={GPU_INDEX: "1"})])
+    st.ready = True
+    pod = parse_pod(make_pod("p", fraction=0.25, workload="me"))
+    # by fragmentation alone GPU 0 is taken
+    assert Scorer(st, ProviderSet(), load_config()).choose_gpus(pod, "n") == [0]
+    prov = ProviderSet()
+    prov.set("fingerprint", Peaks({"big": 70 * 1024, "small": 5 * 1024, "me": 20 * 1024}))
+    # 20 GiB more on GPU 0 would overflow it (10 GiB free): GPU 1
+    assert Scorer(st, prov, load_config()).choose_gpus(pod, "n") == [1]
+    # a peak that fits on both: fragmentation decides again
+    prov.set("fingerprint", Peaks({"big": 40 * 1024, "small": 5 * 1024, "me": 20 * 1024}))
+    assert Scorer(st, prov, load_config()).choose_gpus(pod, "n") == [0]

@@ -14,13 +14,11 @@ from scheduler_hook.scores.base import ComponentResult, Context, constant
 class MemoryFit:
     name = "memory_fit"
 
-    def score(self, ctx: Context) -> ComponentResult:
+    def gpu_room(self, ctx: Context) -> tuple[np.ndarray, np.ndarray, bool]:
+        """(free framebuffer per GPU (n, G), -inf where the pod cannot go; what the pod needs
+        per node (n,); whether a fresh fingerprint predicted it). Residents count at their
+        predicted peak where the fingerprint knows them."""
         pod, s, r = ctx.pod, ctx.state, ctx.rows
-        if pod.mig_count:  # a MIG slice has its own memory
-            from scheduler_hook.scores.mig import mig_memory_fit
-            return mig_memory_fit(ctx)
-        if pod.gpus == 0:
-            return constant(ctx, 1.0, "no GPU requested")
         gm = ctx.gpu_mem
         model = ctx.providers.fresh("fingerprint")
         peak = np.nan
@@ -43,7 +41,18 @@ class MemoryFit:
             res_gpu = s.res_gpu[r]
             for g in range(G):  # G <= 8 typically: cheaper than a scatter-add over residents
                 used[:, g] = (resident_fb * (res_gpu == g)).sum(axis=1)
-        free_fb = np.where(ctx.fits & ctx.usable, gm[:, None] - used, -np.inf)
+        return np.where(ctx.fits & ctx.usable, gm[:, None] - used, -np.inf), need_fb, predicted
+
+    def score(self, ctx: Context) -> ComponentResult:
+        pod = ctx.pod
+        if pod.mig_count:  # a MIG slice has its own memory
+            from scheduler_hook.scores.mig import mig_memory_fit
+            return mig_memory_fit(ctx)
+        if pod.gpus == 0:
+            return constant(ctx, 1.0, "no GPU requested")
+        gm = ctx.gpu_mem
+        free_fb, need_fb, predicted = self.gpu_room(ctx)
+        G = ctx.free.shape[1]
         best = free_fb.max(axis=1) if G else np.full(ctx.n, -np.inf)
         slack = best - need_fb
         known = gm > 0

@@ -1,6 +1,7 @@
 """`POST /v1/interference`: predicted speeds of co-located pairs (the interference model), and,
 for a pair that gives a side's minimum speed (`a_min_speed` / `b_min_speed`), the bound the
-extender's co-location gate holds it to and the gate's decision, from the same functions."""
+extender's co-location gate holds it to and the gate's decision, from the same functions.
+`POST /v1/interference/gpu`: the same for a pending pod and every pod already on one GPU."""
 from __future__ import annotations
 
 from typing import Any
@@ -11,12 +12,12 @@ from starlette.concurrency import run_in_threadpool
 
 from artifacts.adapters import admit_bounds
 from ground.errors import ForesightError
-from scheduler_hook.scores.colocation import under_floor
+from scheduler_hook.scores.colocation_gpu import combined, delay, under_floor
 from serving import metrics
 from serving.batcher import OUT_COLUMNS
 from serving.deps import ERRORS, Context, get_context, missing, problem
 from serving.deps import router as _router
-from serving.schemas import InterferenceRequest, InterferenceResponse
+from serving.schemas import GpuRequest, GpuResponse, InterferenceRequest, InterferenceResponse
 from serving.security import ORJSONResponse
 
 router = _router(tags=["predict"])
@@ -132,3 +133,58 @@ async def _floored(ctx: Context, m: Any, rows: list[dict], feats: list[dict]) ->
                                       [feats[i] for i in miss])
         cache.fill(keys, vals, miss, got)
     return vals
+
+
+def _pair(a: dict, b: dict, req: GpuRequest) -> dict:
+    """The pair-table row of pods `a` and `b` of one GPU, with their floors."""
+    row: dict[str, Any] = {"sharing": req.sharing}
+    if req.gpu_model is not None:
+        row["gpu_model"] = req.gpu_model
+    for side, pod in (("a", a), ("b", b)):
+        row.update({f"{side}_{k}": v for k, v in pod.items()})  # min_speed -> a_min_speed
+    return row
+
+
+@router.post("/v1/interference/gpu", response_model=GpuResponse, responses=ERRORS)
+async def interference_gpu(req: GpuRequest,
+                           ctx: Context = Depends(get_context)) -> ORJSONResponse:
+    """A pending pod and the pods already on one shared GPU: each one's speed beside all
+    the others, and whether the extender's co-location gate admits the pod there. Every pair
+    is predicted as `/v1/interference` predicts it; the partners' delays then add, 1 / speed
+    = 1 + sum of (1 / pairwise speed - 1), for the points and for each side's bound at its
+    own `min_speed` (scheduler_hook/scores/colocation_gpu.py, the gate's own functions)."""
+    m = ctx.store.get("interference")
+    if m is None:
+        return missing("interference", ctx.store)
+    pods = [req.pod, *req.residents]
+    for i, p in enumerate(pods):
+        if not set(p) - {"min_speed"}:
+            where = "pod" if i == 0 else f"residents.{i - 1}"
+            return problem(422, f"{where}: not described: give workload or solo features "
+                                "such as sm_active")
+    n = len(pods)
+    ii, jj = np.triu_indices(n, 1)
+    rows = [_pair(pods[i], pods[j], req) for i, j in zip(ii, jj)]
+    feats = [{k: v for k, v in r.items() if k not in FLOORS} for r in rows]
+    try:
+        preds = await run_in_threadpool(_admission, ctx, m, rows, feats)
+    except ForesightError as exc:
+        return problem(422, f"pod: {exc}")
+    point, bound = np.ones((n, n)), np.ones((n, n))
+    for i, j, p in zip(ii, jj, preds):
+        point[i, j], point[j, i] = p["a_speed_pred"], p["b_speed_pred"]
+        # a side with a floor has its bound at that floor; one without: its p10 (unused)
+        bound[i, j] = p["a_admit_bound"] if p.get("a_admit_bound") is not None \
+            else p["a_speed_p10"]
+        bound[j, i] = p["b_admit_bound"] if p.get("b_admit_bound") is not None \
+            else p["b_speed_p10"]
+    off = ~np.eye(n, dtype=bool)  # a pod is not its own partner
+    speed = combined(np.where(off, delay(point), 0.0).sum(axis=1))
+    low = combined(np.where(off, delay(bound), 0.0).sum(axis=1))
+    floor = np.array([p.get("min_speed", 0.0) for p in pods], float)
+    sides = [{"speed_pred": float(speed[i]),
+              "min_speed": float(floor[i]) if floor[i] > 0 else None,
+              "bound": float(low[i]) if floor[i] > 0 else None} for i in range(n)]
+    return ORJSONResponse({"model_version": m.version, "pod": sides[0],
+                           "residents": sides[1:],
+                           "admitted": not bool(under_floor(low, floor).any())})

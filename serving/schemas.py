@@ -55,6 +55,39 @@ PairRow.__pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: i
 PairRow.__doc__ = ("One co-location of job a with job b: the pair-table row of DESIGN.md "
                    "without the targets; every column optional, each side needs one.")
 
+#: Pods of one GPU a `/v1/interference/gpu` request may describe (the pending one included).
+MAX_GPU_PODS = 32
+# One pod of a shared GPU: a pair side's columns without the a_/b_ prefix, and its floor.
+GpuPod = TypedDict("GpuPod", {**{k[2:]: v for k, v in _side("a").items()},  # type: ignore[misc]
+                              "min_speed": _Floor}, total=False)
+GpuPod.__pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # type: ignore[attr-defined]
+
+
+class GpuRequest(_Strict):
+    """A pending pod and the pods already on one GPU."""
+    sharing: Literal["timeslice", "mps"] = "timeslice"
+    gpu_model: Optional[str] = Field(None, max_length=128)
+    pod: GpuPod  # type: ignore[valid-type]
+    residents: list[GpuPod] = Field(  # type: ignore[valid-type]
+        ..., min_length=1, max_length=MAX_GPU_PODS - 1)
+
+
+class GpuSide(BaseModel):
+    speed_pred: float = Field(description="combined speed beside every other pod of the GPU "
+                                          "(their delays add)")
+    min_speed: Optional[float] = None
+    bound: Optional[float] = Field(None, description=(
+        "what min_speed is held to: each pair's bound at that floor, combined the same way "
+        "(null without min_speed)"))
+
+
+class GpuResponse(BaseModel):
+    model_version: str
+    pod: GpuSide
+    residents: list[GpuSide]
+    admitted: bool = Field(description="every side that gives a min_speed keeps it: the "
+                                       "extender's co-location gate on this GPU")
+
 
 class InterferenceRequest(_Strict):
     pairs: list[PairRow] = Field(..., min_length=1, max_length=MAX_PAIRS)  # type: ignore[valid-type]

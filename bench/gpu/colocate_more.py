@@ -16,7 +16,13 @@ memory util, power, SM clock, FB used) and GPM metrics (SM activity, occupancy, 
 DRAM bandwidth: the DCGM profiling fields) are recorded per window. A phased training job
 (train / eval / checkpoint / input stall) is recorded at 10 Hz with its true phase labels.
 
-usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h|i|j]
+usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h|i|j] [--triples N]
+
+`--triples N` (not in the shared script): after the pairs of each mode, N triples of the set's
+workloads run at once (the same N, a seeded draw of the 56), written to `triples.csv` (`mode, a,
+b, c, speed_a, speed_b, speed_c, rate_*` and the window's telemetry): what three pods on one
+GPU do to each other, to check the rule the co-location gate composes pairs with
+(bench/interference_triples.py). About 4.3 s a triple and mode: 20 triples add ~3 min.
 
 Sets i and j were written without a GPU (2026-11-27): checked in --fake mode only (the
 orchestration, not the workloads); a workload that fails to build is dropped, not fatal.
@@ -72,6 +78,9 @@ WORKLOADS = SETS[sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv el
 FAKE = "--fake" in sys.argv
 WARM = 0.7
 MEASURE = float(sys.argv[sys.argv.index("--measure") + 1]) if "--measure" in sys.argv else 3.0
+TRIPLES = int(sys.argv[sys.argv.index("--triples") + 1]) if "--triples" in sys.argv else 0
+TRIPLE_FIELDS = ["mode", "a", "b", "c", "speed_a", "speed_b", "speed_c", "rate_a", "rate_b",
+                 "rate_c"]
 
 
 # ---------------------------------------------------------------- workloads (one step each)
@@ -229,7 +238,15 @@ def summarize(rows, label):
             for f in Telemetry.FIELDS}
 
 
-def run_mode(mode, live, sampler, out_dir, pairs_writer, solo_writer):
+def triples_of(names, n):
+    """n triples of `names`, a seeded draw (the same for both modes)."""
+    import random
+    combos = list(itertools.combinations(sorted(names), 3))
+    random.Random(3).shuffle(combos)
+    return combos[:n]
+
+
+def run_mode(mode, live, sampler, out_dir, pairs_writer, solo_writer, triples_writer=None):
     rows_before = len(sampler.rows)
     solo = {}
     for n in list(live):
@@ -248,6 +265,15 @@ def run_mode(mode, live, sampler, out_dir, pairs_writer, solo_writer):
                                "rate_a": r[a][0], "rate_b": r[b][0], **tel})
         print(mode, "pair", a, b, round(r[a][0] / max(solo[a], 1e-9), 3),
               round(r[b][0] / max(solo[b], 1e-9), 3), flush=True)
+    for tri in triples_of(list(live), TRIPLES if triples_writer is not None else 0):
+        lab = f"{mode}|triple|{'+'.join(tri)}"
+        r = window(live, list(tri), sampler, lab)
+        row = {"mode": mode, **dict(zip("abc", tri)), **summarize(sampler.rows, lab)}
+        for k, n in zip("abc", tri):
+            row[f"speed_{k}"] = r[n][0] / solo[n] if solo[n] else float("nan")
+            row[f"rate_{k}"] = r[n][0]
+        triples_writer.writerow(row)
+        print(mode, "triple", *tri, *(round(row[f"speed_{k}"], 3) for k in "abc"), flush=True)
     return len(sampler.rows) - rows_before
 
 
@@ -309,7 +335,7 @@ def run_phases(tel, out_dir):
     print("phases rows", len(rows), "marks", len(marks), flush=True)
 
 
-def run_mps(info, sampler, out_dir, pw, sw):
+def run_mps(info, sampler, out_dir, pw, sw, tw=None):
     env = dict(os.environ, CUDA_MPS_PIPE_DIRECTORY="/tmp/mps_pipe", CUDA_MPS_LOG_DIRECTORY="/tmp/mps_log")
     os.makedirs("/tmp/mps_pipe", exist_ok=True); os.makedirs("/tmp/mps_log", exist_ok=True)
     r = subprocess.run(["nvidia-cuda-mps-control", "-d"], env=env, capture_output=True, text=True, timeout=30)
@@ -319,7 +345,7 @@ def run_mps(info, sampler, out_dir, pw, sw):
     live = {}
     try:
         live = start_workers(WORKLOADS); info["mps_workloads"] = list(live)
-        run_mode("mps", live, sampler, out_dir, pw, sw)
+        run_mode("mps", live, sampler, out_dir, pw, sw, tw)
     finally:
         stop_workers(live)
         subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", env=env, text=True, timeout=30)
@@ -335,13 +361,18 @@ def main():
     pw = csv.DictWriter(pf, ["mode", "a", "b", "speed_a", "speed_b", "rate_a", "rate_b"] + Telemetry.FIELDS)
     sw = csv.DictWriter(sf, ["mode", "workload", "rate", "steps", "step_median_s"] + Telemetry.FIELDS)
     pw.writeheader(); sw.writeheader()
+    tf = tw = None
+    if TRIPLES:
+        tf = open(os.path.join(out_dir, "triples.csv"), "w", newline="")
+        tw = csv.DictWriter(tf, TRIPLE_FIELDS + Telemetry.FIELDS); tw.writeheader()
     sampler = Sampler(tel, 0.1); sampler.start()
     t = time.time()
     live = start_workers(WORKLOADS); info["workloads"] = list(live); info["startup_s"] = round(time.time() - t, 1)
     try:
-        run_mode("timeslice", live, sampler, out_dir, pw, sw)
+        run_mode("timeslice", live, sampler, out_dir, pw, sw, tw)
     finally:
         stop_workers(live); pf.flush(); sf.flush()
+        if tf: tf.flush()
     info["timeslice_s"] = round(time.time() - t, 1)
     json.dump(info, open(os.path.join(out_dir, "env.json"), "w"), indent=1)
     try:
@@ -352,7 +383,7 @@ def main():
     json.dump(info, open(os.path.join(out_dir, "env.json"), "w"), indent=1)
     if "--no-mps" not in sys.argv and not FAKE:
         try:
-            run_mps(info, sampler, out_dir, pw, sw)
+            run_mps(info, sampler, out_dir, pw, sw, tw)
         except Exception:
             traceback.print_exc()
     info["total_s"] = round(time.time() - t, 1)
@@ -362,6 +393,7 @@ def main():
         w.writeheader(); w.writerows(sampler.rows)
     sampler.stop = True
     pf.close(); sf.close()
+    if tf: tf.close()
     print("done", info, flush=True)
 
 

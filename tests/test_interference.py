@@ -249,11 +249,13 @@ def test_one_sided_feature_is_missing_not_an_error(pairs, drop):
     pred = m.predict(one_sided.drop(columns=["a_speed", "b_speed"]))
     assert len(pred) == len(pairs) and np.isfinite(pred.to_numpy()).all()
     # a model trained with both sides predicts a one-sided table as "that side unknown"
+    # where the workload is unknown (a known one has its measured solo features filled in)
     full = InterferenceModel(**FAST).fit(pairs)
-    both = full.predict(pairs.drop(columns=["a_speed", "b_speed"]))
-    half = full.predict(one_sided.drop(columns=["a_speed", "b_speed"]))
-    nan_side = pairs.drop(columns=["a_speed", "b_speed"]).assign(**{drop: np.nan})
-    pd.testing.assert_frame_equal(half, full.predict(nan_side))
+    unknown = {"a_workload": "never-seen-a", "b_workload": "never-seen-b"}
+    req = pairs.drop(columns=["a_speed", "b_speed"]).assign(**unknown)
+    both = full.predict(req)
+    half = full.predict(req.drop(columns=[drop]))
+    pd.testing.assert_frame_equal(half, full.predict(req.assign(**{drop: np.nan})))
     assert not np.allclose(half.to_numpy(), both.to_numpy())
 
 
@@ -267,3 +269,15 @@ def test_retraining_job_fits_the_configured_bound_level(pairs):
     p40, p10 = m.predict(pairs), low.predict(pairs)
     assert (p40["a_speed_p10"] >= p10["a_speed_p10"] - 1e-9).all()
     assert (p40["a_speed_p10"] > p10["a_speed_p10"] + 1e-6).any()
+
+
+@pytest.mark.parametrize("mechanism", [True, False])
+def test_a_pair_asked_by_workload_names_gets_the_known_workloads_solo_features(pairs,
+                                                                               mechanism):
+    # the extender's gate asks by workload key only: with or without the structured part
+    # (and whichever blend serves), a known workload's measured solo features fill the rest
+    m = InterferenceModel(**FAST, mechanism=mechanism).fit(pairs)
+    req = pairs.drop(columns=["a_speed", "b_speed"])
+    by_name = m.predict(req[["a_workload", "b_workload"]])
+    pd.testing.assert_frame_equal(by_name, m.predict(req))  # features are per workload here
+    assert by_name["a_speed_pred"].nunique() > 10  # not one constant for every pair

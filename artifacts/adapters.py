@@ -113,6 +113,12 @@ class FingerprintAdapter:
         for w, c in center.items():  # the predictor's conformal upper bound where no run peak
             if not np.isfinite(self._peak.get(w, np.nan)):
                 self._peak[w] = float(np.exp(c + qk.get(w, 0.0)))
+        # the hook names a pod by its workload; fingerprints may be keyed by the job template
+        aliases = getattr(bundle.fingerprints, "aliases_", {}) or {}
+        for table in (self._peak, self._power):
+            for w, key in aliases.items():
+                if w not in table and key in table:
+                    table[w] = table[key]
 
     def peak_fb_mib(self, workloads: Sequence[str]) -> np.ndarray:
         return np.array([self._peak.get(w, np.nan) for w in workloads], float)

@@ -60,6 +60,12 @@ def test_default_loaders_give_model_providers_and_fallback_without_registry(regi
     assert isinstance(prov.fresh("demand"), DemandProvider)
     speed, _ = prov.fresh("interference").speeds("bert-template", ["resnet50-template"], "mps")
     assert np.isfinite(speed).all()
+    # the hook asks by the pods' workload names (foresight.io/workload): the interference
+    # model fills in their solo features, the fingerprints answer through their aliases
+    names = ["bert", "resnet50", "recsys", "notebook"]
+    s, _ = prov.fresh("interference").speeds("bert", names, "timeslice")
+    assert np.isfinite(s).all() and len(set(np.round(s, 6))) == len(names)
+    assert np.isfinite(prov.fresh("fingerprint").peak_fb_mib(names)).sum() >= 3
     assert not prov.fallback
     for providers, scoring, gauge in ((prov, "model-based", "0.0"),
                                       (load_registry(None, cfg["loaders"], 3600, cfg=cfg),

@@ -57,6 +57,20 @@ def workload_keys(pods: pd.DataFrame, labels: pd.DataFrame | None,
     return joined.reindex(idx).fillna(fallback)
 
 
+def workload_aliases(pods: pd.DataFrame, keys: pd.Series) -> dict[str, str]:
+    """{pods-table workload: fingerprint key} where every pod of that workload has one key
+    and the two differ. The scheduler hook and the interference model name a pod by its
+    workload (`foresight.io/workload`, `app.kubernetes.io/name`, ...); fingerprints may be
+    keyed by other labels (the job template): without this, the extender's memory fit and
+    power scores found no fingerprint for any pod so labelled (`make demo`'s among them)."""
+    w = pods["workload"].astype(str).to_numpy()
+    k = keys.astype(str).to_numpy()
+    df = pd.DataFrame({"workload": w, "key": k})
+    df = df[(df["workload"] != "") & (df["workload"] != df["key"])]
+    one = df.groupby("workload")["key"].agg(["nunique", "first"])
+    return {str(a): str(b) for a, b in one.loc[one["nunique"] == 1, "first"].items()}
+
+
 def _stats_block(block: np.ndarray, columns: list[str]) -> dict:
     """mean/p50/p95 of every column (one partition pass per column, NaN-aware if needed)."""
     out = {}
@@ -137,6 +151,7 @@ class FingerprintModel:
     def fit(self, ws: WideSeries, pods: pd.DataFrame,
             labels: pd.DataFrame | None = None) -> "FingerprintModel":
         keys = workload_keys(pods, labels, self.key)
+        self.aliases_ = workload_aliases(pods, keys)
         lab = self.label_all(ws)
         runs = self.runs(ws, lab)
         runs["shared"] = shared_mask(ws)
@@ -231,7 +246,7 @@ class FingerprintModel:
                     "sm": "fraction", "tensor": "fraction", "dram": "fraction",
                     "rx": "bytes/s", "tx": "bytes/s", "fb": "MiB", "power": "W",
                     "util": "percent", "mem": "percent"},
-                "workloads": self.fingerprints_}
+                "workloads": self.fingerprints_, "aliases": getattr(self, "aliases_", {})}
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1, sort_keys=False))
@@ -244,6 +259,7 @@ class FingerprintModel:
                              f"is not {SCHEMA_VERSION}")
         m = cls(key=tuple(doc["key"]), method=doc["method"], penalty=doc["penalty"])
         m.fingerprints_ = doc["workloads"]
+        m.aliases_ = doc.get("aliases") or {}  # artifacts saved before aliases: none
         return m
 
 

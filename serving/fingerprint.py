@@ -55,8 +55,12 @@ def fingerprint_of(workload: str, ctx: Context = Depends(get_context)) -> ORJSON
     if m is None:
         return missing("fingerprint", ctx.store)
     fps = getattr(m.model.fingerprints, "fingerprints_", {}) or {}
-    if workload not in fps:
+    # a pod's workload name where fingerprints are keyed by its job template (the extender
+    # asks the same way: artifacts.adapters.FingerprintAdapter)
+    key = workload if workload in fps else \
+        (getattr(m.model.fingerprints, "aliases_", {}) or {}).get(workload)
+    if key not in fps:
         return problem(404, f"workload {workload!r} has no fingerprint in version "
                             f"{m.version}", {"known": sorted(fps)[:100]})
-    return ORJSONResponse({"model_version": m.version, "workload": workload,
-                           "fingerprint": _summary(fps[workload])})
+    return ORJSONResponse({"model_version": m.version, "workload": key,
+                           "fingerprint": _summary(fps[key])})

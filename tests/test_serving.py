@@ -137,6 +137,9 @@ def test_fingerprint_routes(registry):
         .fingerprints.fingerprints_
     one = client.get("/v1/fingerprints/bert-template")
     assert one.status_code == 200 and one.json()["fingerprint"]["runs"] > 0
+    by_name = client.get("/v1/fingerprints/bert")  # the pods' workload name: its template
+    assert by_name.status_code == 200 and by_name.json()["workload"] == "bert-template"
+    assert by_name.json()["fingerprint"] == one.json()["fingerprint"]
     miss = client.get("/v1/fingerprints/nope")
     assert miss.status_code == 404 and "bert-template" in miss.json()["detail"]["known"]
     assert client.post("/v1/fingerprint", json={"gpu_request": -1}).json()["error"] \

@@ -131,6 +131,11 @@ def score(model, test: dict, train: dict) -> tuple[dict, pd.DataFrame]:
          "baseline_median_mae": float((pred["y"] - base).abs().mean()),
          "backtest_sides": int(len(pred)), "backtest_pairs": int(len(pairs)),
          "train_pairs": int(len(train["pairs"]))}
+    names = [c for c in ("a_workload", "b_workload", "sharing", "gpu_model") if c in pairs]
+    if {"a_workload", "b_workload"} <= set(names):
+        # what the extender's gate gets: it asks by workload key, not with the pair's features
+        by_name = _long(pairs, model.predict(pairs[names]))
+        m["mae_by_name"] = float((by_name["pred"] - by_name["y"]).abs().mean())
     return m, pred
 
 

@@ -294,10 +294,12 @@ class ControlPlane:
 
 
 def start_extender(kubeconfig: Path, nodes: int | None = None, timeout_s: float = 120.0,
-                   root: Path = ROOT) -> tuple[subprocess.Popen, str]:
+                   root: Path = ROOT, registry: Path | None = None
+                   ) -> tuple[subprocess.Popen, str]:
     """`foresight serve --only extender` on loopback watching the cluster of `kubeconfig`, as
     deployed; returns (process, base URL) once it is ready (and holds `nodes` nodes, if given).
-    `root`: the source tree it runs from (another checkout, to compare two versions).
+    `root`: the source tree it runs from (another checkout, to compare two versions);
+    `registry`: the models it scores with (none: allocation-based fallback).
     """
     import sys
 
@@ -305,7 +307,9 @@ def start_extender(kubeconfig: Path, nodes: int | None = None, timeout_s: float 
     env = {k: v for k, v in os.environ.items() if k != "KUBERNETES_SERVICE_HOST"}
     proc = subprocess.Popen([sys.executable, "-m", "foresight.cli", "serve", "--only",
                              "extender", "--kubeconfig", str(kubeconfig), "--host", "127.0.0.1",
-                             "--port", str(port), "--log-level", "warning"], cwd=root, env=env)
+                             "--port", str(port), "--log-level", "warning",
+                             *(["--registry", str(registry)] if registry else [])],
+                            cwd=root, env=env)
     url = f"http://127.0.0.1:{port}"
     local = requests.Session()
     local.trust_env = False  # loopback: no proxy from the environment

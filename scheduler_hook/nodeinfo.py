@@ -20,6 +20,9 @@ RACK_LABELS = ("foresight.io/rack", "topology.kubernetes.io/rack")
 REGION_LABEL = "topology.kubernetes.io/region"
 # GPU feature discovery's sharing label (device plugin >= 0.15): how pods share one GPU here
 SHARING_LABEL = "nvidia.com/gpu.sharing-strategy"
+#: GFD's replica count under time-slicing or MPS: the device plugin then advertises each GPU
+#: this many times as `nvidia.com/gpu`
+REPLICAS_LABEL = "nvidia.com/gpu.replicas"
 _SHARING = {"mps": "mps", "time-slicing": "timeslice", "timeslicing": "timeslice"}
 SBE_PENALTY, THROTTLE_PENALTY = 0.4, 0.3  # health lost to volatile SBEs / HW throttling
 FATAL_XIDS = frozenset({48, 63, 64, 74, 79, 92, 94, 95, 119, 120})  # DBE, row-remap, fell off bus
@@ -57,6 +60,10 @@ def parse_node(obj: Any) -> NodeInfo:
     mig = mig_k8s.read_node(labels, alloc, parse_quantity)
     if mig is not None and mig.strategy == "single":
         gpus = 0  # its nvidia.com/gpu are MIG slices: never scored as whole GPUs
+    replicas = str(labels.get(REPLICAS_LABEL, "1"))
+    if replicas.isdigit() and int(replicas) > 1 and gpus:
+        # time-slicing / MPS replicas: the physical GPUs are what pods share
+        gpus = max(1, gpus // int(replicas))
     ready = all(c.get("status") == "True" for c in status.get("conditions") or []
                 if isinstance(c, dict) and c.get("type") == "Ready")
     drained_raw = str(ann.get(DRAINED_ANNOTATION, labels.get(DRAINED_ANNOTATION, ""))).strip()

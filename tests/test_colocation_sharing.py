@@ -30,6 +30,16 @@ def adapter() -> InterferenceAdapter:
     return InterferenceAdapter(InterferenceModel(n_estimators=40).fit(pairs))
 
 
+def test_time_slicing_replicas_count_once_as_physical_gpus():
+    # the device plugin advertises 2 GPUs x 4 replicas as nvidia.com/gpu: 8; GFD says 4
+    n = make_node("ts", gpus=8, labels={SHARING_LABEL: "time-slicing",
+                                        "nvidia.com/gpu.replicas": "4"})
+    assert parse_node(n).gpu_count == 2
+    assert parse_node(make_node("plain", gpus=8)).gpu_count == 8
+    bad = make_node("odd", gpus=8, labels={"nvidia.com/gpu.replicas": "x"})
+    assert parse_node(bad).gpu_count == 8  # an unreadable label changes nothing
+
+
 def test_node_sharing_mode_comes_from_the_gfd_label():
     assert parse_node(make_node("a", labels={SHARING_LABEL: "mps"})).sharing == "mps"
     assert parse_node(make_node("b", labels={SHARING_LABEL: "time-slicing"})).sharing == \

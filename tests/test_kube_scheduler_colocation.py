@@ -15,8 +15,9 @@ import httpx
 import pytest
 import yaml
 
-from scheduler_hook.kube_local import (SCHEDULER_CONFIG, SHARED_K8S, ControlPlane, binaries,
-                                       gpu_node, gpu_pod, start_extender)
+from k8s_support import control_plane
+from scheduler_hook.kube_local import SCHEDULER_CONFIG, ControlPlane, gpu_node, gpu_pod, \
+    start_extender
 from scheduler_hook.state import SHARING_LABEL
 
 SCHED = "foresight-scheduler"
@@ -41,11 +42,7 @@ def _pending(name: str, product: str) -> dict:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, registry) -> Iterator[tuple[ControlPlane, str]]:
-    bin_dir = binaries()
-    if bin_dir is None:
-        pytest.skip(f"no Kubernetes binaries at {SHARED_K8S} (etcd, kube-apiserver, "
-                    "kube-scheduler v1.34 from the shared folder): real-scheduler test skipped")
-    cp = ControlPlane(bin_dir, tmp_path_factory.mktemp("k8s-coloc")).start()
+    cp = control_plane(tmp_path_factory.mktemp("k8s-coloc"))
     ext = None
     # the device plugin's time-slicing with 4 replicas: each GPU advertised 4 times
     ts = {SHARING_LABEL: "time-slicing", "nvidia.com/gpu.replicas": "4"}

@@ -14,8 +14,8 @@ from typing import Iterator
 import httpx
 import pytest
 
-from scheduler_hook.kube_local import (SHARED_K8S, ControlPlane, binaries, gpu_node, gpu_pod,
-                                       start_extender)
+from k8s_support import control_plane
+from scheduler_hook.kube_local import ControlPlane, gpu_node, gpu_pod, start_extender
 
 SCHED = "foresight-scheduler"
 pytestmark = [pytest.mark.slow,  # the apiserver's self-signed loopback certificate:
@@ -65,11 +65,7 @@ def _scores(got: dict) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Iterator[Cluster]:
-    bin_dir = binaries()
-    if bin_dir is None:
-        pytest.skip(f"no Kubernetes binaries at {SHARED_K8S} (etcd, kube-apiserver, "
-                    "kube-scheduler v1.34 from the shared folder): real-scheduler test skipped")
-    cp = ControlPlane(bin_dir, tmp_path_factory.mktemp("k8s")).start()
+    cp = control_plane(tmp_path_factory.mktemp("k8s"))
     ext = None
     try:
         cp.create_nodes([

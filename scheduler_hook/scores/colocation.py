@@ -84,8 +84,9 @@ class ColocationSafety:
         if model is None or not shares_a_gpu(pod) or pod.mig_count:
             return None
         codes = self._residents(ctx)
-        if not (codes >= 0).any():
-            return None
+        return self._view(ctx, model, codes) if (codes >= 0).any() else None
+
+    def _view(self, ctx: Context, model, codes: np.ndarray) -> GpuView:
         names = ctx.workload_names()
         modes = ctx.state.sharing[ctx.rows]
         s_in, s_res, lo_in, lo_res = self._pairs(ctx, model, codes, modes, names)
@@ -102,7 +103,7 @@ class ColocationSafety:
             return constant(ctx, 1.0, "no co-located pods")
         floor = float(ctx.cfg.get("slowdown_floor", 0.5))
         if shares_a_gpu(pod) and not pod.mig_count:
-            return self._score_gpus(ctx, self.gpu_view(ctx), floor,
+            return self._score_gpus(ctx, self._view(ctx, model, codes), floor,
                                     "admission-bound" if getattr(model, "admits", False)
                                     else "p10")
         names = ctx.workload_names()

@@ -291,3 +291,39 @@ def test_serve_bad_options_fail_before_listening(args, needle):
     proc = run_cli("serve", "--snapshot", str(snapshot), "--host", "127.0.0.1", "--port",
                    str(free_port()), *args, timeout=60)
     assert_one_line_error(proc, needle)
+
+
+@pytest.mark.parametrize("args", [
+    ("interference", "predict", "--model-dir", "{d}", "--pairs", "{f}", "--out", "{f}"),
+    ("demand", "backtest", "--series", "{f}", "--test-start", "2024-01-01", "--out", "{f}"),
+    ("usage", "series", "--data", "{d}", "--out", "{f}"),
+    ("fingerprint", "show", "w", "--fingerprint", "{f}", "--out", "{f}"),
+    ("replay", "--pods", "{f}", "--out", "{f}"),
+])
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, args):
+    f = tmp_path / "table.csv"
+    f.write_text("unique_id,ds,y\nq,2024-01-01,1\n")
+    before = f.read_bytes()
+    proc = run_cli(*(a.format(d=tmp_path, f=f) for a in args))
+    assert_one_line_error(proc, "would overwrite the input")
+    assert f.read_bytes() == before
+
+
+def test_a_new_output_inside_an_input_directory_is_fine(tmp_path):
+    from foresight.commands import check_output
+
+    check_output(tmp_path / "new.csv", "--out", inputs={"--data": tmp_path})  # nothing to lose
+    (tmp_path / "old.csv").write_text("x\n")
+    with pytest.raises(Exception, match="would overwrite the input given as --data"):
+        check_output(tmp_path / "old.csv", "--out", inputs={"--data": tmp_path})
+
+
+def test_a_backwards_seed_range_is_named_not_called_empty():
+    from ground.errors import ForesightError
+    from simulator.replay.compare import parse_seeds
+
+    assert parse_seeds("2-4,7") == [2, 3, 4, 7]
+    with pytest.raises(ForesightError, match="runs backwards"):
+        parse_seeds("5-2")
+    with pytest.raises(ForesightError, match="empty"):
+        parse_seeds(",")

@@ -1,18 +1,29 @@
 """CLI sub-commands: every module here defines `register(app: typer.Typer) -> None`."""
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from ground.errors import ForesightError
 
 
-def check_output(path: str | Path | None, option: str, *, directory: bool = False) -> None:
+def check_output(path: str | Path | None, option: str, *, directory: bool = False,
+                 inputs: Mapping[str, str | Path | None] | None = None) -> None:
     """Refuse, before any work, an output path that can never be written: a directory where a
     file goes, a file where a directory goes, or a file among its parents. A missing parent
-    is fine (the commands create it)."""
+    is fine (the commands create it). `inputs` ({option: path}) are the command's inputs: an
+    output that is one of them, or an existing file inside an input directory, is refused,
+    so that a slip of the keyboard never overwrites the data the command reads."""
     if path is None:
         return
     p = Path(path)
+    for name, src in (inputs or {}).items():
+        if src is None or not p.exists():
+            continue
+        s, q = Path(src).resolve(), p.resolve()
+        if q == s or (s.is_dir() and not directory and s in q.parents):
+            raise ForesightError(f"{option} {p} would overwrite the input given as {name}: "
+                                 "write elsewhere")
     if directory and p.exists() and not p.is_dir():
         raise ForesightError(f"{option} {p} exists and is not a directory")
     if not directory and p.is_dir():

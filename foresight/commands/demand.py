@@ -115,8 +115,8 @@ def register(app: typer.Typer) -> None:
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
         _check_val_bins(val_bins)
-        check_output(out, "--out")
-        check_output(plot, "--plot")
+        check_output(out, "--out", inputs={"--series": series})
+        check_output(plot, "--plot", inputs={"--series": series})
         df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
         if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:

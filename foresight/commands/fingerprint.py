@@ -100,7 +100,7 @@ def build(data: Optional[Path] = typer.Option(None, "--data", help="Directory of
         raise ForesightError(f"bad --method {method!r}: use cpd or hmm")
     if (data is None) == (csv is None):
         raise ForesightError("give exactly one of --data DIR and --csv FILE")
-    check_output(out, "--out")
+    check_output(out, "--out", inputs={"--data": data, "--csv": csv})
     check_output(predictor, "--predictor", directory=True)
     if csv is not None:
         if method != "cpd" or predictor is not None:
@@ -151,7 +151,7 @@ def show(workload: str = typer.Argument(..., help="Workload key as listed by bui
     """Plot a workload's phase timeline (longest run) and per-phase profile."""
     from forecaster.fingerprint.plot import plot_fingerprint
 
-    check_output(out, "--out")
+    check_output(out, "--out", inputs={"--fingerprint": fingerprint})
     doc = _load_fp(fingerprint)
     if workload not in doc["workloads"]:
         raise ForesightError(f"unknown workload {workload!r}; known: "

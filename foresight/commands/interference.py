@@ -93,7 +93,7 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
     from features.pairs import read_pairs
     from forecaster.interference.model import InterferenceModel
 
-    check_output(out, "--out")
+    check_output(out, "--out", inputs={"--pairs": pairs, "--model-dir": model_dir})
     model = InterferenceModel.load(model_dir)
     raw = read_pairs(pairs)
     pred = model.predict(_read(pairs, require_targets=False))  # warns on ignored columns

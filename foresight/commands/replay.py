@@ -48,7 +48,8 @@ def replay_cmd(
     """Replay openb pods on the openb GPU nodes with one placement policy."""
     from simulator.replay import POLICIES
 
-    check_output(out, "--out")
+    check_output(out, "--out", inputs={"--pods": pods, "--nodes": nodes, "--colocation": colocation,
+                                       "--power": power})
     if not 0 < tune <= 10:
         raise ForesightError("--tune must be in (0, 10]")
     if compare:

@@ -84,8 +84,8 @@ def timeline_cmd(
     if not 1 <= horizon <= 36:
         raise ForesightError("--horizon must be between 1 and 36 bins")
     seed_list = parse_seeds(seeds)
-    check_output(out, "--out")
-    check_output(plot, "--plot")
+    check_output(out, "--out", inputs={"--nodes": nodes})
+    check_output(plot, "--plot", inputs={"--nodes": nodes})
     path = nodes or shared_traces_dir() / DEFAULT_NODES
     if not path.is_file():
         raise ForesightError(f"nodes file not found: {path} (give --nodes)")

@@ -26,7 +26,7 @@ def series(data: Path = typer.Option(..., "--data", help="Directory of tables.")
     from features.ingest import read_tables
     from features.usage_series import attach_phases, read_phases, usage_long
 
-    check_output(out, "--out")
+    check_output(out, "--out", inputs={"--data": data, "--phases": phases})
     df = usage_long(read_tables(data)["samples"], metric, freq)
     if phases is not None:
         df = attach_phases(df, read_phases(phases), freq)
@@ -87,7 +87,7 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
         raise ForesightError(f"bad --half-life {half_life}: must be > 0 bins")
     if recent_window is not None and recent_window < 0:
         raise ForesightError(f"bad --recent-window {recent_window}: must be >= 0 bins")
-    check_output(out, "--out")
+    check_output(out, "--out", inputs={"--series": series_csv, "--phases": phases})
     check_output(save, "--save", directory=True)
     try:
         start = pd.Timestamp(test_start)

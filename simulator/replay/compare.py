@@ -95,6 +95,9 @@ def parse_seeds(text: str) -> list[int]:
         for part in text.split(","):
             if "-" in part.strip()[1:]:
                 a, b = part.split("-", 1)
+                if int(b) < int(a):
+                    raise ForesightError(f"bad --seeds {text!r}: range {part.strip()} runs "
+                                         "backwards (write low-high)")
                 seeds += list(range(int(a), int(b) + 1))
             elif part.strip():
                 seeds.append(int(part))

@@ -11,10 +11,13 @@ Split rule (committed before tuning; `end` = last bin + 10 min):
   the model is fitted on ds < end - 7 d (its validation/calibration tail: the 7 days before).
 - dev test: origins in [end - 14 d, end - 7 d), the model fitted on ds < end - 14 d, the final
   week not even loaded into that run. DESIGN was chosen on this dev test only.
-    nice .venv/bin/python bench/demand_dlrm.py [dev|final|both]
+    nice .venv/bin/python bench/demand_dlrm.py [dev|final|both] [--trace CSV] [--out NAME.md]
+Another trace in the same format needs more than 21 days (two test weeks, DESIGN's 7-day
+validation tail) plus some training history.
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -25,7 +28,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, command, fail, machine, shown  # noqa: E402
 from demand_helios import md_table  # noqa: E402
 from features.dlrm_trace import TOTAL, dlrm_arrivals  # noqa: E402
 from forecaster.demand.backtest import backtest, plot_busiest  # noqa: E402
@@ -44,18 +47,23 @@ def splits(df: pd.DataFrame) -> dict[str, tuple[pd.Timestamp, pd.Timestamp]]:
     return {"dev": (final - pd.Timedelta("7D"), final), "final": (final, end)}
 
 
-def run(df: pd.DataFrame, part: str, with_apps: bool = True) -> tuple[str, dict]:
+def run(df: pd.DataFrame, part: str, with_apps: bool = True, prefix: str = "demand_dlrm"
+        ) -> tuple[str, dict]:
     start, stop = splits(df)[part]
     d = df[df["ds"] < stop] if with_apps else df[(df["ds"] < stop) & (df["unique_id"] == TOTAL)]
     t0 = time.perf_counter()
-    pred, met, model = backtest(d, "10min", H, start, agg="sum", score_ids=[TOTAL], **DESIGN)
+    try:
+        pred, met, model = backtest(d, "10min", H, start, agg="sum", score_ids=[TOTAL],
+                                    **DESIGN)
+    except ValueError as e:  # the model's own checks: too little data for the split
+        fail("demand_dlrm.py", f"the {part} split", e)
     wall = time.perf_counter() - t0
     m = met.set_index("method")
     ratio = m.loc["model", "MAE"] / m.loc["persistence", "MAE"]
     # per-app forecasts: the fallback chosen on validation, and their test MAE in aggregate
     apps = [u for u in model.served_ if u not in (TOTAL, "*")]
     served = pd.Series([model.served(u) for u in apps], dtype=object).value_counts().to_dict()
-    png = RES / f"demand_dlrm_{part}{'' if with_apps else '_total_only'}.png"
+    png = RES / f"{prefix}_{part}{'' if with_apps else '_total_only'}.png"
     plot_busiest(pred, str(png), f"DLRM {part} test, next-hour GPUs:")
     lines = [f"## {part} test: origins {start} .. {stop} ({len(pred)} origins), "
              f"fitted on ds < {start}{'' if with_apps else ' (cluster series only)'}", "",
@@ -73,17 +81,26 @@ def run(df: pd.DataFrame, part: str, with_apps: bool = True) -> tuple[str, dict]
     return "\n".join(lines), {"ratio": ratio, "coverage": m.loc["model", "coverage_p10_p90"]}
 
 
-def main(which: str = "both") -> None:
-    if not TRACE.is_file():
-        sys.exit(f"DLRM trace absent at {TRACE}")
-    df = pd.concat([dlrm_arrivals(TRACE), dlrm_arrivals(TRACE, by="app")], ignore_index=True)
+def main(which: str = "both", trace: Path = TRACE, out: str | None = None) -> None:
+    if not trace.is_file():
+        sys.exit(f"DLRM trace absent at {trace}")
+    try:
+        df = pd.concat([dlrm_arrivals(trace), dlrm_arrivals(trace, by="app")],
+                       ignore_index=True)
+    except READ_ERRORS as e:
+        fail("demand_dlrm.py", trace, e)
+    span = df["ds"].max() - df["ds"].min()
+    if span < pd.Timedelta("22D"):  # two 7-day test weeks + the 7-day validation tail
+        fail("demand_dlrm.py", trace, ValueError(f"arrivals span {span}: need more than 22 days"))
+    # the plots take the results file's stem when --out names another file
+    prefix = "demand_dlrm" if out is None else Path(out).stem
     parts = ["dev", "final"] if which == "both" else [which]
     tot = df[df["unique_id"] == TOTAL]
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                          text=True).stdout.strip()
     lines = ["# Demand forecaster on DLRM-2025 arrivals (GPUs requested per 10 min, next-hour sum)",
-             "", f"- command: `nice .venv/bin/python bench/demand_dlrm.py {which}`",
-             f"- data: {TRACE.relative_to(ROOT.parent)}; {int(tot['y'].sum())} GPUs requested by "
+             "", f"- command: `{command('demand_dlrm.py', which)}`",
+             f"- data: {shown(trace)}; {int(tot['y'].sum())} GPUs requested by "
              f"instances created in the window (rows with empty creation_time dropped), "
              f"{len(tot)} bins, {df['unique_id'].nunique() - 1} apps with GPU arrivals; "
              f"share of empty bins {float((tot['y'] == 0).mean()):.0%}",
@@ -98,14 +115,22 @@ def main(which: str = "both") -> None:
              f"- machine: {machine()}; date {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; "
              f"git {git}", ""]
     for part in parts:
-        text, _ = run(df, part)
+        text, _ = run(df, part, prefix=prefix)
         lines.append(text)
     if which in ("dev", "both"):
-        text, _ = run(df, "dev", with_apps=False)  # ablation: why the apps are in the fit
+        text, _ = run(df, "dev", with_apps=False, prefix=prefix)  # ablation: why apps are fitted
         lines += ["### ablation on the dev test: the cluster series alone", "", text]
     RES.mkdir(exist_ok=True)
-    (RES / f"demand_dlrm{'' if which == 'both' else '_' + which}.md").write_text("\n".join(lines))
+    out = out or f"demand_dlrm{'' if which == 'both' else '_' + which}.md"
+    (RES / out).write_text("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "both")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("which", nargs="?", default="both", choices=["dev", "final", "both"])
+    ap.add_argument("--trace", type=Path, default=TRACE,
+                    help="disaggregated_DLRM_trace.csv-format file (default: the shared one)")
+    ap.add_argument("--out", default=None, help="results file name under bench/results/ "
+                    "(default demand_dlrm.md, or demand_dlrm_<which>.md; plots take its stem)")
+    a = ap.parse_args()
+    main(a.which, a.trace, a.out)

@@ -2,10 +2,14 @@
 
 Runs the CLI's backtest at 1 h and 6 h (`--agg mean`) and writes
 bench/results/demand_helios.md plus one PNG per horizon. Usage:
-    nice .venv/bin/python bench/demand_helios.py
+    nice .venv/bin/python bench/demand_helios.py [--trace VC_DIR] [--out NAME.md]
+VC_DIR holds one `<vc>.csv` per virtual cluster (Helios' `*_vcs` layout); the test window is
+the last 7 days of whatever it holds.
+
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -17,12 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from features.demand_series import helios_series  # noqa: E402
 from forecaster.demand.backtest import backtest, plot_busiest  # noqa: E402
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, command, fail, machine, shown  # noqa: E402
 
 VCS = ROOT.parent / "shared" / "traces" / "helios-earth" / "Earth_vcs"
 RES = ROOT / "bench" / "results"
-
-
 def md_table(df: pd.DataFrame) -> str:
     """A markdown table without the optional `tabulate` dependency."""
     fmt = lambda v: f"{v:.3f}" if isinstance(v, float) else str(v)  # noqa: E731
@@ -34,14 +36,28 @@ def md_table(df: pd.DataFrame) -> str:
 
 
 def main() -> None:
-    if not VCS.is_dir():
-        sys.exit(f"Helios traces absent at {VCS}")
-    df = helios_series(VCS)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trace", type=Path, default=VCS,
+                    help="directory of per-VC CSVs (default: the shared Earth_vcs)")
+    ap.add_argument("--out", default="demand_helios.md",
+                    help="results file name under bench/results/ (plots take its stem)")
+    args = ap.parse_args()
+    if not args.trace.is_dir():
+        sys.exit(f"Helios traces absent at {args.trace}")
+    try:
+        df = helios_series(args.trace)
+    except READ_ERRORS as e:
+        fail("demand_helios.py", args.trace, e)
+    # the test is the last 7 days and the fit validates on the 7 days before: 14 d at least
+    if df.empty or df["ds"].max() - df["ds"].min() < pd.Timedelta("15D"):
+        fail("demand_helios.py", args.trace, ValueError(
+            "need more than 15 days of rows (7 d test, 7 d validation, some training)"))
+    stem = Path(args.out).stem
     T = df["ds"].max() + pd.Timedelta("10min") - pd.Timedelta("7D")
     lines = ["# Demand forecaster on Helios Earth (per-VC GPU demand, `--agg mean`)", "",
-             f"- command: `nice .venv/bin/python bench/demand_helios.py` (same code path as "
+             f"- command: `{command('demand_helios.py')}` (same code path as "
              f"`foresight demand backtest --agg mean --test-start '{T}'`)",
-             f"- data: {VCS.relative_to(ROOT.parent)}, {df['unique_id'].nunique()} VCs, "
+             f"- data: {shown(args.trace)}, {df['unique_id'].nunique()} VCs, "
              f"y = running_gpu_num + pending_gpu_num averaged into 10-min bins, "
              f"{df['ds'].min()} .. {df['ds'].max()}",
              f"- test: origins from {T} (last 7 days), every 10 min; train ds < test start; "
@@ -51,9 +67,12 @@ def main() -> None:
              ""]
     for label, H in (("1h", 6), ("6h", 36)):
         t0 = time.time()
-        pred, met, model = backtest(df, "10min", H, T, agg="mean")
+        try:
+            pred, met, model = backtest(df, "10min", H, T, agg="mean")
+        except ValueError as e:  # the model's own checks: too little data for the split
+            fail("demand_helios.py", args.trace, e)
         wall = time.time() - t0
-        png = RES / f"demand_helios_{label}.png"
+        png = RES / f"{stem}_{label}.png"
         uid = plot_busiest(pred, str(png), f"Helios, horizon {label}, mean:")
         lines += [f"## horizon {label} ({len(pred)} origins, wall {wall:.0f} s, shrink chosen "
                   f"on validation: {model.lam_:g}; validation MAE by shrink: "
@@ -61,7 +80,7 @@ def main() -> None:
                   md_table(met), "",
                   f"![forecast vs actual, busiest VC {uid}]({png.name})", ""]
         print(met.to_string(), flush=True)
-    (RES / "demand_helios.md").write_text("\n".join(lines))
+    (RES / args.out).write_text("\n".join(lines))
 
 
 if __name__ == "__main__":

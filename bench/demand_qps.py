@@ -17,10 +17,15 @@ Interval window (session 8): with the chosen design, the p10/p90 calibration win
 lowest mean pinball on the same dev folds.
 Series (session 8): a 1-min bin without a row is a rate of 0 (`gateway_qps`'s docstring gives
 the evidence); the same design on the carry-over series of sessions 4-7 is reported beside it.
-    nice .venv/bin/python bench/demand_qps.py [dev|final|both]
+    nice .venv/bin/python bench/demand_qps.py [dev|final|both] [--trace QPS_CSV] [--out NAME.md]
+QPS_CSV is a `qps_*.csv`-format file; the queue-size gauge for the gap evidence is the one
+`queue_size*.csv` beside it (the evidence says so and skips it when there is none or several).
+Another trace needs more than 21 h (final 6 h, four 3 h dev folds, a 3 h validation tail)
+plus some training history (the dev file has 22.3 h).
 """
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -31,7 +36,7 @@ import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, command, fail, machine, shown  # noqa: E402
 from demand_helios import md_table  # noqa: E402
 from features.gateway_qps import gateway_qps  # noqa: E402
 from forecaster.demand.backtest import backtest  # noqa: E402
@@ -79,7 +84,11 @@ def score(df: pd.DataFrame, start, stop, design: dict):
     """Backtest on origins in [start, stop), fitted on ds < start: the metrics table, the
     best simple baseline and the served / best ratio."""
     t0 = time.perf_counter()
-    pred, met, model = backtest(df[df["ds"] < stop], "1min", H, start, agg="mean", **design)
+    try:
+        pred, met, model = backtest(df[df["ds"] < stop], "1min", H, start, agg="mean",
+                                    **design)
+    except ValueError as e:  # the model's own checks: too little data for the split
+        fail("demand_qps.py", f"origins {start} .. {stop}", e)
     wall = time.perf_counter() - t0
     met = met.drop(columns="MASE")
     met = met[~met["method"].isin(["snaive_day", "snaive_week"])].reset_index(drop=True)
@@ -172,22 +181,32 @@ def run(df: pd.DataFrame, part: str, design: dict) -> str:
     return "\n".join(lines)
 
 
-def gap_evidence() -> list[str]:
+def queue_file(qps: Path) -> Path | None:
+    """The queue-size gauge beside `qps`: the dev name, else the one `queue_size*.csv` there
+    (other parts of the trace name it otherwise); None when there is none or several."""
+    dev = qps.with_name("queue_size_raw_anon.csv")
+    found = [dev] if dev.is_file() else sorted(qps.parent.glob("queue_size*.csv"))
+    return found[0] if len(found) == 1 else None
+
+
+def gap_evidence(qps: Path = QPS) -> list[str]:
     """Why a bin without a row is a rate of 0 (features/gateway_qps.py), from the raw rows."""
-    raw = pd.read_csv(QPS, dtype={"container_ip": str})
+    raw = pd.read_csv(qps, dtype={"container_ip": str})
     gw = raw[raw["container_ip"].fillna("").eq("") & raw["request_type"].eq("API Requests")]
-    queue = pd.read_csv(QPS.with_name("queue_size_raw_anon.csv"))
+    qf = queue_file(qps)
+    queue = pd.read_csv(qf) if qf is not None else None
     scrape = gw["timestamp_anon"].diff().dropna()
     step = scrape.min()
     gaps = scrape[scrape > step] / step
     per_hour = pd.to_datetime(gw["timestamp_anon"], unit="s", utc=True).dt.hour.value_counts()
-    zero, carry = gateway_qps(QPS), gateway_qps(QPS, fill="carry")
+    zero, carry = gateway_qps(qps), gateway_qps(qps, fill="carry")
     filled = zero["y"].eq(0)
     late = zero["ds"].dt.hour >= 21
     return ["## why a bin without a row is a rate of 0", "",
             f"- QPS rows equal to 0: {int(raw['value'].eq(0).sum())} of {len(raw):,} (gateway and "
-            f"per pod); the queue-size gauge sampled beside it: {int(queue['value'].eq(0).sum()):,}"
-            f" of {len(queue):,} rows are 0",
+            f"per pod); the queue-size gauge sampled beside it: " + (
+                f"{int(queue['value'].eq(0).sum()):,} of {len(queue):,} rows are 0"
+                if queue is not None else f"no single queue_size*.csv beside {qps.name}"),
             f"- gateway rows every {step:.0f} s; every gap is a whole number of them: "
             f"{bool(np.allclose(gaps, gaps.round()))} ({gaps.min():.0f} to {gaps.max():.0f})",
             "- gateway rows per hour: " + ", ".join(
@@ -198,10 +217,10 @@ def gap_evidence() -> list[str]:
             ""]
 
 
-def carry_over(design: dict, which: str) -> list[str]:
+def carry_over(design: dict, which: str, qps: Path = QPS) -> list[str]:
     """The same design on the series as sessions 4-7 built it (the last level carried over
     bins without a row), so both definitions stay on the record."""
-    df = gateway_qps(QPS, fill="carry")
+    df = gateway_qps(qps, fill="carry")
     rows = []
     for part in (["dev", "final"] if which == "both" else [which]):
         start, stop = splits(df)[part]
@@ -212,15 +231,22 @@ def carry_over(design: dict, which: str) -> list[str]:
             "kept the last level)", "", md_table(pd.DataFrame(rows)), ""]
 
 
-def main(which: str = "both") -> None:
-    if not QPS.is_file():
-        sys.exit(f"GenAI trace absent at {QPS}")
-    df = gateway_qps(QPS)
+def main(which: str = "both", qps: Path = QPS, out: str | None = None) -> None:
+    if not qps.is_file():
+        sys.exit(f"GenAI trace absent at {qps}")
+    try:
+        df = gateway_qps(qps)
+        evidence = gap_evidence(qps)  # reads the raw rows (and the queue gauge) again
+    except READ_ERRORS as e:
+        fail("demand_qps.py", qps, e)
+    span = df["ds"].max() - df["ds"].min()
+    if span <= pd.Timedelta("21h"):  # final 6 h + 12 h of dev folds + 3 h validation tail
+        fail("demand_qps.py", qps, ValueError(f"gateway series spans {span}: need more than 21 h"))
     git = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                          text=True).stdout.strip()
     lines = ["# Demand forecaster on the GenTD26 gateway request rate (mean QPS, next 10 min)", "",
-             f"- command: `nice .venv/bin/python bench/demand_qps.py {which}`",
-             f"- data: {QPS.relative_to(ROOT.parent)}, gateway-wide API Requests (empty "
+             f"- command: `{command('demand_qps.py', which)}`",
+             f"- data: {shown(qps)}, gateway-wide API Requests (empty "
              f"container_ip), 1-min means, a bin without a row is 0 (features/gateway_qps.py "
              f"says why), {df['ds'].min()} .. {df['ds'].max()} ({len(df)} bins)",
              "- horizon: mean of the next 10 one-minute bins, an origin every minute; per-pod "
@@ -234,12 +260,20 @@ def main(which: str = "both") -> None:
              f"git {git}", ""]
     chosen, fold_lines = pick_design(df)
     design, interval_lines = pick_interval(df, VARIANTS[chosen])
-    lines += gap_evidence() + fold_lines + interval_lines
+    lines += evidence + fold_lines + interval_lines
     for part in (["dev", "final"] if which == "both" else [which]):
         lines.append(run(df, part, design))
-    lines += carry_over(design, which)
-    (RES / f"demand_qps{'' if which == 'both' else '_' + which}.md").write_text("\n".join(lines))
+    lines += carry_over(design, which, qps)
+    out = out or f"demand_qps{'' if which == 'both' else '_' + which}.md"
+    (RES / out).write_text("\n".join(lines))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "both")
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("which", nargs="?", default="both", choices=["dev", "final", "both"])
+    ap.add_argument("--trace", type=Path, default=QPS,
+                    help="qps_dev.csv-format file (default: the shared one)")
+    ap.add_argument("--out", default=None, help="results file name under bench/results/ "
+                    "(default demand_qps.md, or demand_qps_<which>.md)")
+    a = ap.parse_args()
+    main(a.which, a.trace, a.out)

@@ -1,6 +1,9 @@
 """Run-time predictor (issue 28) on the openb and DLRM pods tables, split by time.
 
 Run: nice .venv/bin/python bench/runtime.py   (writes bench/results/runtime.md)
+     [--trace CSV [--trace CSV ...]] [--out NAME.md]
+Each `--trace` is an openb pod list or a DLRM trace, told apart by its header (default: the
+shared `openb_pod_list_default.csv` and `disaggregated_DLRM_trace.csv`).
 
 Per trace, pods ordered by creation time: the dev split trains on pods *finished* before the
 50th percentile of creation times and tests on pods created between the 50th and 70th; the
@@ -14,6 +17,8 @@ queue's median.
 """
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, command, fail, machine, shown  # noqa: E402
 
 GRID = [(mc, cal) for cal in (False, True) for mc in (3, 5, 10, 20)]
 
@@ -59,15 +64,66 @@ def evaluate(train: pd.DataFrame, test: pd.DataFrame, min_count: int, calibrate:
             "levels": p["level"].value_counts(normalize=True).round(3).to_dict()}
 
 
-def main() -> None:
-    from features.trace_pods import dlrm_pods, openb_pods
+def default_traces() -> dict[str, Path]:
+    """Today's two cases, under the names the committed results use."""
     from simulator.replay.compare import shared_traces_dir
 
     tr = shared_traces_dir()
-    cases = {"openb default": openb_pods(tr / "openb-2023" / "csv" / "openb_pod_list_default.csv"),
-             "DLRM 2025": dlrm_pods(tr / "dlrm-2025" / "disaggregated_DLRM_trace.csv")}
+    return {"openb default": tr / "openb-2023" / "csv" / "openb_pod_list_default.csv",
+            "DLRM 2025": tr / "dlrm-2025" / "disaggregated_DLRM_trace.csv"}
+
+
+def read_case(path: Path) -> tuple[str, pd.DataFrame]:
+    """(kind, pods table) of one trace file; the kind is read from its header, so any openb
+    pod list or DLRM-format trace works under any file name."""
+    from features.trace_pods import dlrm_pods, openb_pods
+
+    if not path.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    cols = set(pd.read_csv(path, nrows=0).columns)
+    if {"instance_sn", "role", "app_name"} <= cols:
+        return "DLRM", dlrm_pods(path)
+    if {"name", "qos", "num_gpu", "gpu_milli"} <= cols:
+        return "openb", openb_pods(path)
+    raise ValueError("header is neither an openb pod list's nor the DLRM trace's")
+
+
+def load_cases(paths: list[Path] | None) -> tuple[dict[str, pd.DataFrame], dict[str, Path]]:
+    """Case name -> pods, and case name -> file; default names for the default files."""
+    defaults = default_traces()
+    named = {Path(os.path.abspath(p)): n for n, p in defaults.items()}
+    cases, files = {}, {}
+    for path in paths or list(defaults.values()):
+        try:
+            kind, pods = read_case(path)
+        except READ_ERRORS as e:
+            fail("runtime.py", path, e)
+        name = named.get(Path(os.path.abspath(path)),
+                         f"{kind} {path.stem.removeprefix('openb_pod_list_')}")
+        name = name if name not in cases else f"{name} ({len(cases) + 1})"
+        cases[name], files[name] = pods, path
+    return cases, files
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--trace", type=Path, action="append", default=None,
+                    help="openb pod list or DLRM trace CSV; repeat for several (default: the "
+                    "shared openb default and DLRM files)")
+    ap.add_argument("--out", default="runtime.md", help="results file under bench/results/")
+    args = ap.parse_args()
+    cases, files = load_cases(args.trace)
+    for name, pods in cases.items():
+        # both splits need pods created after the 70th percentile and finished before the 50th
+        for lo, hi in ((0.5, 0.7), (0.7, None)):
+            tr_, te = split(pods, lo, hi) if pods["created"].notna().any() else (pods, pods[:0])
+            if tr_.empty or te.empty:
+                fail("runtime.py", files[name], ValueError(
+                    f"no training or test pods at the {lo:.0%} split (created/started/finished)"))
     out = ["# Run-time predictor: held-out time, openb and DLRM pods tables", "",
-           "- command: `nice .venv/bin/python bench/runtime.py`", f"- machine: {machine()}",
+           f"- command: `{command('runtime.py')}`",
+           "- data: " + "; ".join(f"{n}: {shown(p)}" for n, p in files.items()),
+           f"- machine: {machine()}",
            f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
            "- estimator: `forecaster.runtime.model.RuntimePredictor` (per-key empirical "
            "quantiles of log run time, workload -> queue x GPU request x priority -> queue -> "
@@ -117,7 +173,7 @@ def main() -> None:
                    f"{r['p90_cover']:.3f} | {r['scale']:.2f} | {r['shift']:+.1f} | "
                    f"{r['below_p50']:.2f} | {lv} |")
         print(name, r, flush=True)
-    path = ROOT / "bench" / "results" / "runtime.md"
+    path = ROOT / "bench" / "results" / args.out
     path.write_text("\n".join(out) + "\n")
     print("\n".join(out))
 

@@ -3,6 +3,8 @@ duty cycle and GPU memory used, 1-min bins, mean over the next 10 and 30 min.
 
     nice .venv/bin/python bench/usage_genai.py            # dev grid on tune pods, then final
     nice .venv/bin/python bench/usage_genai.py --dev-only # the tuning grid only
+    ... --trace DIR --out NAME.md   # another GenTD26 directory: one pod_gpu_duty_cycle*.csv and
+                                    # one pod_gpu_memory_used_bytes*.csv (features/genai_trace.py)
 
 Held-out discipline (committed before any tuning): pods are split by
 `features.genai_trace.final_pod` (md5(container_ip) starts with 0-4: ~30 % of pods are
@@ -18,6 +20,7 @@ come from the same run and the same origins.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -26,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from fingerprint_common import RESULTS, ROOT, header, table  # noqa: E402
+from benchenv import READ_ERRORS, fail, shown  # noqa: E402
 
 from features.genai_trace import UPPER, final_pod, read_genai_metric  # noqa: E402
 from forecaster.usage.model import BASELINES, UsageForecaster  # noqa: E402
@@ -266,13 +270,22 @@ def main() -> None:
     ap.add_argument("--final-config", default=None,
                     help="score this configuration in the final stage instead of the rule's "
                     "pick (a second look at the final pods: the file says so)")
-    ap.add_argument("--out", default="usage_genai.md")
+    ap.add_argument("--out", default="usage_genai.md", help="results file under bench/results/")
+    ap.add_argument("--trace", type=Path, default=TRACE, help="GenTD26 directory with one "
+                    "pod_gpu_duty_cycle*.csv and one pod_gpu_memory_used_bytes*.csv")
     ap.add_argument("--dev-window", default=str(DEV), help="the dev stage's window (ending at "
                     "test_start; models fitted on the tune pods' bins before it)")
     args = ap.parse_args()
     grid = {c: GRID[c] for c in args.configs.split(",")}
     t0 = time.time()
-    series = {m: read_genai_metric(TRACE, m) for m in METRICS}
+    try:
+        series = {m: read_genai_metric(args.trace, m) for m in METRICS}
+    except READ_ERRORS as e:
+        fail("usage_genai.py", args.trace, e)
+    span = min(s["ds"].max() - s["ds"].min() for s in series.values())
+    if span <= TEST + pd.Timedelta(args.dev_window):  # the dev fit needs bins before both
+        fail("usage_genai.py", args.trace, ValueError(
+            f"a metric spans {span}: need more than the test window + the dev window"))
     ids = sorted(set().union(*(set(s["unique_id"]) for s in series.values())))
     final = {i for i in ids if final_pod(i)}
     tune = set(ids) - final
@@ -295,7 +308,7 @@ def main() -> None:
     lines = header(
         "Usage forecasts on real serving telemetry (GenAI 2026 dev trace, duty cycle and GPU "
         "memory)", "nice .venv/bin/python bench/usage_genai.py " + " ".join(sys.argv[1:]), [
-            f"data: {TRACE.relative_to(ROOT.parent)} (GenTD26, Alibaba; SoCC'25 / EuroSys'26),"
+            f"data: {shown(args.trace)} (GenTD26, Alibaba; SoCC'25 / EuroSys'26),"
             f" {len(ids)} pods, 1-min bins (mean of the ~57 s samples, level carried over "
             f"empty bins), {series['duty_cycle']['ds'].min()} .. {end}",
             f"target: mean over the next 10 / 30 min; test window: last 6 h (origins >= "
@@ -336,7 +349,10 @@ def main() -> None:
                          f"**{'met' if ok else 'not met'}**; coverage {r['coverage']:.3f} "
                          f"(75-85 %): **{'met' if cov else 'not met'}**; on moving origins "
                          f"({r['moving_share']:.0%} of rows) {r['coverage_moving']:.3f}")
-    lines += ["", "## Reading", "", *READING]
+    # READING is prose about the dev trace's runs (its load drop, its sessions' choices)
+    lines += ["", "## Reading", "", *(READING if Path(os.path.abspath(args.trace)) == TRACE else [
+        f"- none written for {shown(args.trace)}: the Reading of the committed usage_genai.md "
+        "is about the dev trace (genai-2026-dev); read the tables above"])]
     (RESULTS / args.out).write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

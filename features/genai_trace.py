@@ -1,6 +1,7 @@
 """Alibaba GenAI 2026 serving trace (GenTD26) per-pod GPU series -> long (unique_id, ds, y).
 
-The published files (`pod_gpu_duty_cycle_dev.csv`, `pod_gpu_memory_used_bytes_dev.csv`) hold
+The published files (`pod_gpu_duty_cycle_dev.csv`, `pod_gpu_memory_used_bytes_dev.csv`; other
+parts of the trace carry another suffix, e.g. `_test`, or none: `PATTERNS`) hold
 `timestamp_anon` (seconds, shifted), `value` and `container_ip` (an MD5 hash naming the pod),
 about one sample per 57 s per pod. `unique_id` is the container_ip; `ds` the 1-min (or `freq`)
 bin start as a UTC datetime of the shifted timestamp; `y` the mean of the samples in the bin,
@@ -22,6 +23,10 @@ from ground.errors import ForesightError
 
 FILES = {"duty_cycle": "pod_gpu_duty_cycle_dev.csv",
          "memory_used": "pod_gpu_memory_used_bytes_dev.csv"}
+# What a directory's file for each metric may be called: the dev names above, and the held-out
+# or full trace's (`pod_gpu_duty_cycle.csv`, `pod_gpu_duty_cycle_test.csv`, ...).
+PATTERNS = {"duty_cycle": "pod_gpu_duty_cycle*.csv",
+            "memory_used": "pod_gpu_memory_used_bytes*.csv"}
 # Physical upper bound of each metric (None: the largest value seen in training).
 UPPER = {"duty_cycle": 100.0, "memory_used": None}
 _NEED = {"timestamp_anon", "value", "container_ip"}
@@ -52,8 +57,22 @@ def read_genai(path: str | Path, freq: str = "1min") -> pd.DataFrame:
     return regularize(d, freq, agg="mean")[LONG_COLUMNS]
 
 
+def metric_file(trace_dir: str | Path, metric: str) -> Path:
+    """The one file of `trace_dir` matching `PATTERNS[metric]`; zero or several is an error
+    (a guess between `_dev` and `_test` files would mix two parts of the trace)."""
+    if metric not in PATTERNS:
+        raise ForesightError(f"unknown genai metric {metric!r}: use {', '.join(PATTERNS)}")
+    d = Path(trace_dir)
+    if not d.is_dir():
+        raise ForesightError(f"genai trace directory not found: {d}")
+    found = sorted(d.glob(PATTERNS[metric]))
+    if len(found) != 1:
+        names = ": " + ", ".join(f.name for f in found) if found else ""
+        raise ForesightError(f"{d}: need exactly one {PATTERNS[metric]} file, found "
+                             f"{len(found)}{names}")
+    return found[0]
+
+
 def read_genai_metric(trace_dir: str | Path, metric: str, freq: str = "1min") -> pd.DataFrame:
-    """`metric` (duty_cycle | memory_used) from a genai-2026-dev directory."""
-    if metric not in FILES:
-        raise ForesightError(f"unknown genai metric {metric!r}: use {', '.join(FILES)}")
-    return read_genai(Path(trace_dir) / FILES[metric], freq)
+    """`metric` (duty_cycle | memory_used) from a GenTD26 directory (`metric_file`)."""
+    return read_genai(metric_file(trace_dir, metric), freq)

@@ -116,13 +116,26 @@ def read_tables(data_dir: str | Path) -> dict[str, pd.DataFrame]:
     for name, cols in contracts.items():
         path = data / TABLE_FILES[name]
         if path.exists() and name not in tables:
-            try:
-                tables[name] = schema.conform(pd.read_parquet(path), cols)
-            except (OSError, ValueError) as exc:
-                raise ForesightError(f"{path}: not a readable {name} table ({exc})") from None
+            tables[name] = _read_table(path, name, cols)
     if "samples" not in tables:
         raise ForesightError(f"{data} has no {TABLE_FILES['samples']}: run `foresight ingest` or `foresight simulate` first")
     return tables
+
+
+def read_pods(data_dir: str | Path) -> pd.DataFrame:
+    """The pods table of a tables directory alone (the GPU samples are not read)."""
+    path = Path(data_dir) / TABLE_FILES["pods"]
+    if not path.is_file():
+        raise ForesightError(f"{data_dir} has no {TABLE_FILES['pods']}: run `foresight ingest` "
+                             "or `foresight simulate` first")
+    return _read_table(path, "pods", schema.POD_COLUMNS)
+
+
+def _read_table(path: Path, name: str, cols) -> pd.DataFrame:
+    try:
+        return schema.conform(pd.read_parquet(path), cols)
+    except (OSError, ValueError) as exc:
+        raise ForesightError(f"{path}: not a readable {name} table ({exc})") from None
 
 
 def now_utc() -> datetime:

@@ -184,4 +184,54 @@ def register(app: typer.Typer) -> None:
                           f"{r.p50:.2f}", f"{r.p90:.2f}", str(r.model), f"{r.persistence:.2f}")
         Console().print(table)
 
+    sub.command("series")(series_cmd)
     app.add_typer(sub, name="demand")
+
+
+SOURCES = ("--data", "--dlrm", "--helios", "--qps")
+
+
+def series_cmd(
+    data: Path = typer.Option(None, "--data", help="Directory of tables (foresight ingest or "
+                              "simulate): GPUs requested by the pods created per bin, per queue"),
+    dlrm: Path = typer.Option(None, "--dlrm", help="A DLRM-format trace (Alibaba "
+                              "disaggregated_DLRM_trace.csv): GPUs requested per bin"),
+    helios: Path = typer.Option(None, "--helios", help="A directory of Helios per-VC CSVs: "
+                                "running + pending GPUs per VC, averaged per bin"),
+    qps: Path = typer.Option(None, "--qps", help="A GenTD26-format qps CSV: the gateway's "
+                             "API request rate, averaged per bin"),
+    by: str = typer.Option("total", "--by", help="With --dlrm: total (one series) or app"),
+    freq: str = typer.Option("10min", "--freq", help="Bin width."),
+    out: Path = typer.Option(..., "--out", help="S.csv to write (unique_id, ds, y)."),
+) -> None:
+    """Build the long demand series (unique_id, ds, y) that backtest and forecast read, from
+    a cluster's tables or a public trace's own format."""
+    from features import demand_series as ds_
+    from features.dlrm_trace import dlrm_arrivals
+    from features.gateway_qps import gateway_qps
+    from features.ingest import read_pods
+
+    given = {k: v for k, v in zip(SOURCES, (data, dlrm, helios, qps)) if v is not None}
+    if len(given) != 1:
+        raise ForesightError(f"give exactly one of {', '.join(SOURCES)}")
+    (source, path), = given.items()
+    if not path.exists():
+        raise ForesightError(f"{source} {path}: not found")
+    ds_.parse_freq(freq)
+    check_output(out, "--out", inputs=given)
+    try:
+        if source == "--data":
+            df = ds_.arrivals_from_pods(read_pods(path), freq)
+        elif source == "--dlrm":
+            df = dlrm_arrivals(path, freq, by=by)
+        elif source == "--helios":
+            df = ds_.helios_series(path, freq)
+        else:
+            df = gateway_qps(path, freq)
+    except (ValueError, KeyError, OSError) as exc:  # a file of another format
+        msg = f"missing column {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+        raise ForesightError(f"{source} {path}: {msg}") from None
+    out.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out, index=False)
+    typer.echo(f"wrote {df['unique_id'].nunique()} series, {len(df)} rows "
+               f"({df['ds'].min()} .. {df['ds'].max()}) -> {out}")

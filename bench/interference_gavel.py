@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from features.pairs import load_gavel_pairs  # noqa: E402
 from forecaster.interference.evaluate import METHODS, lowo_predictions, markdown_table, score  # noqa: E402
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, fail, machine, shown  # noqa: E402
 
 TRACES = ROOT.parent / "shared" / "traces" / "gavel-colocation"
 NOTES = {"util_rule": "n/a: Gavel has no utilization",
@@ -33,11 +33,17 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     ap.add_argument("--gpus", nargs="+", default=["k80", "p100", "v100"])
     ap.add_argument("--source", default="physical")
+    ap.add_argument("--trace", type=Path, default=TRACES,
+                    help="directory holding a gavel_pairs_flat.csv-format table (default: "
+                    "the shared one)")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "interference_gavel.md"))
     args = ap.parse_args()
     sections, summary = [], []
     for gpu in args.gpus:
-        pairs = load_gavel_pairs(TRACES, gpu, args.source)
+        try:
+            pairs = load_gavel_pairs(args.trace, gpu, args.source)
+        except READ_ERRORS as e:
+            fail("interference_gavel.py", args.trace, e)
         runs, t0 = [], time.perf_counter()
         for seed in args.seeds:
             runs.append(score(lowo_predictions(pairs, {"seed": seed})).assign(seed=seed))
@@ -63,10 +69,11 @@ def main() -> None:
         "# Interference on Gavel (identity only), leave one workload out",
         "",
         f"Command: `nice .venv/bin/python bench/interference_gavel.py --seeds "
-        f"{' '.join(map(str, args.seeds))} --gpus {' '.join(args.gpus)}`  ",
+        f"{' '.join(map(str, args.seeds))} --gpus {' '.join(args.gpus)}"
+        + (f" --trace {args.trace}" if args.trace != TRACES else "") + "`  ",
         f"Machine: {machine()} (shared with other jobs)  ",
         f"Date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC  ",
-        f"Data: `../shared/traces/gavel-colocation/gavel_pairs_flat.csv`, source={args.source},"
+        f"Data: `{shown(args.trace / 'gavel_pairs_flat.csv')}`, source={args.source},"
         " scale_a = scale_b = 1, zero throughputs dropped, one row per unordered pair.",
         "",
         "Protocol: for each workload w, every pair involving w (either side) is held out; the",

@@ -20,15 +20,15 @@ from simulator.replay.compare import parse_seeds, shared_traces_dir  # noqa: E40
 from simulator.replay.power import PowerMode  # noqa: E402
 
 
-def _run(job: tuple[str, str, int, float | None, str]) -> tuple:
-    trace, pol, seed, cap, gpu = job
+def _run(job: tuple[str, str, int, float | None, str, str | None]) -> tuple:
+    trace, pol, seed, cap, gpu, zeus = job
     base = shared_traces_dir()
     csv = base / "openb-2023" / "csv"
     nodes = load_nodes(csv / "openb_node_list_gpu_node.csv")
     pods = load_pods(csv / f"openb_pod_list_{trace}.csv")
     # cap None: Foresight without power mode; baselines run with any cap (they ignore it)
-    mode = None if cap is None else PowerMode(base / "zeus-power" / f"summary_power_{gpu}.csv",
-                                              cap_frac=cap)
+    table = Path(zeus) if zeus else base / "zeus-power" / f"summary_power_{gpu}.csv"
+    mode = None if cap is None else PowerMode(table, cap_frac=cap)
     r = replay(nodes, pods, pol, seed, until=100, mode=mode)
     return pol, seed, cap, r.alloc_at_100, r.extra
 
@@ -39,20 +39,22 @@ def main() -> None:
     ap.add_argument("--seeds", default="42-46")
     ap.add_argument("--caps", default="0.6,0.65,0.7,0.75,0.8")
     ap.add_argument("--gpu", default="v100", help="Zeus table: a40, p100, rtx6000 or v100")
+    ap.add_argument("--zeus", default=None, help="a summary_power_<gpu>.csv-format table to "
+                    "read instead of the shared one for --gpu")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "replay_power.md"))
     a = ap.parse_args()
     seeds, caps = parse_seeds(a.seeds), [float(c) for c in a.caps.split(",")]
     base_pols = [p for p in POLICIES if p != "foresight"]
-    jobs = [(a.trace, p, s, caps[0], a.gpu) for p in base_pols for s in seeds]
-    jobs += [(a.trace, "foresight", s, c, a.gpu) for c in [None, *caps] for s in seeds]
+    jobs = [(a.trace, p, s, caps[0], a.gpu, a.zeus) for p in base_pols for s in seeds]
+    jobs += [(a.trace, "foresight", s, c, a.gpu, a.zeus) for c in [None, *caps] for s in seeds]
     with ProcessPoolExecutor(max(1, min(a.workers, 2))) as ex:
         runs = list(ex.map(_run, jobs))
     lines = header(f"Power-capped replay on `{a.trace}` (tune 1.3, state at 100% arrived load)",
                    "nice .venv/bin/python bench/replay_power.py " + " ".join(sys.argv[1:]))
     mean = statistics.mean
     nameplate = mean(r[4]["cluster_power_frac"] for r in runs if r[0] == "fgd")
-    lines += [f"Pods draw Zeus {a.gpu} GPU power at the top power limit (per workload and "
+    lines += [f"Pods draw Zeus {a.gpu if not a.zeus else a.zeus} GPU power at the top power limit (per workload and "
               "configuration); racks of 10 nodes in file order; a rack's cap = cap_frac x its "
               "GPUs' nameplate (top power limit). Means over seeds "
               f"{a.seeds}. `alloc no cap`: the same policy without power mode. Baselines ignore "

@@ -34,7 +34,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import load_h200_pairs  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
@@ -313,9 +313,13 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     ap.add_argument("--rows", default=None, help="also write the held-out rows to this CSV")
     a = ap.parse_args()
-    pairs = load_h200_pairs(a.data)
-    extras = [] if a.no_extra else (a.extra if a.extra is not None else committed(a.data))
-    extra = pd.concat([load_h200_pairs(x) for x in extras], ignore_index=True) if extras else None
+    try:
+        pairs = load_h200_pairs(a.data)
+        extras = [] if a.no_extra else (a.extra if a.extra is not None else committed(a.data))
+        extra = pd.concat([load_h200_pairs(x) for x in extras], ignore_index=True) \
+            if extras else None
+    except READ_ERRORS as e:  # a measurement directory that is missing or incomplete
+        fail("interference_h200.py", a.data, e)
     if a.no_step:
         pairs = pairs.drop(columns=["a_step_s", "b_step_s"])
     params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form, "ts_form": a.ts_form,

@@ -22,7 +22,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
-from benchenv import machine  # noqa: E402
+from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 from interference_h200 import committed, lowo, safety, scores  # noqa: E402
 
 from features.h200 import load_h200_pairs  # noqa: E402
@@ -39,9 +39,12 @@ def main() -> None:
     others = committed(a.data)
     if shared.is_dir():  # the shared set is a dev set too (data/h200 is its copy)
         others = [x for x in others if Path(x).name != "h200"] + [str(shared)]
-    pairs = load_h200_pairs(a.data)
+    try:
+        pairs = load_h200_pairs(a.data)
+        loaded = {x: load_h200_pairs(x) for x in others}
+    except READ_ERRORS as e:  # a measurement directory that is missing or incomplete
+        fail("interference_h200_curve.py", a.data, e)
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
-    loaded = {x: load_h200_pairs(x) for x in others}
     rng = np.random.default_rng(a.seed)
     rows, t0 = [], time.time()
     for k in sorted({0, 2, 4, len(others)}):

@@ -31,3 +31,21 @@ def check_output(path: str | Path | None, option: str, *, directory: bool = Fals
     parent = next((q for q in p.parents if q.exists()), None)
     if parent is not None and not parent.is_dir():
         raise ForesightError(f"{option} {p}: {parent} is a file, not a directory")
+
+
+def one_source(options: Mapping[str, Path | None]) -> tuple[str, Path]:
+    """The one (option, path) given among `options` that exist; a user error otherwise."""
+    given = {k: Path(v) for k, v in options.items() if v is not None}
+    if len(given) != 1:
+        raise ForesightError(f"give exactly one of {', '.join(options)}")
+    (option, path), = given.items()
+    if not path.exists():
+        raise ForesightError(f"{option} {path}: not found")
+    return option, path
+
+
+def format_error(option: str, path: Path, exc: Exception) -> ForesightError:
+    """One line for a file of another format than `option` reads (pandas' messages, a missing
+    column's KeyError)."""
+    msg = f"missing column {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+    return ForesightError(f"{option} {path}: {msg}")

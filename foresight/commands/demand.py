@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.commands import check_output
+from foresight.commands import check_output, format_error, one_source
 from ground.errors import ForesightError
 
 
@@ -211,14 +211,9 @@ def series_cmd(
     from features.gateway_qps import gateway_qps
     from features.ingest import read_pods
 
-    given = {k: v for k, v in zip(SOURCES, (data, dlrm, helios, qps)) if v is not None}
-    if len(given) != 1:
-        raise ForesightError(f"give exactly one of {', '.join(SOURCES)}")
-    (source, path), = given.items()
-    if not path.exists():
-        raise ForesightError(f"{source} {path}: not found")
+    source, path = one_source(dict(zip(SOURCES, (data, dlrm, helios, qps))))
     ds_.parse_freq(freq)
-    check_output(out, "--out", inputs=given)
+    check_output(out, "--out", inputs={source: path})
     try:
         if source == "--data":
             df = ds_.arrivals_from_pods(read_pods(path), freq)
@@ -229,8 +224,7 @@ def series_cmd(
         else:
             df = gateway_qps(path, freq)
     except (ValueError, KeyError, OSError) as exc:  # a file of another format
-        msg = f"missing column {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
-        raise ForesightError(f"{source} {path}: {msg}") from None
+        raise format_error(source, path, exc) from None
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     typer.echo(f"wrote {df['unique_id'].nunique()} series, {len(df)} rows "

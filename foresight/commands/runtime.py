@@ -1,0 +1,110 @@
+"""`foresight runtime backtest`: how well a pending pod's run time is known before it starts,
+on a cluster's pods table or a public trace, split by time as the retraining job splits it."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from foresight.commands import check_output, format_error, one_source
+from ground.errors import ForesightError
+
+SOURCES = ("--data", "--openb", "--dlrm")
+
+
+def _pods(data: Path | None, openb: Path | None, dlrm: Path | None) -> tuple[str, pd.DataFrame]:
+    source, path = one_source(dict(zip(SOURCES, (data, openb, dlrm))))
+    from features.ingest import read_pods
+    from features.trace_pods import dlrm_pods, openb_pods
+
+    read = {"--data": read_pods, "--openb": openb_pods, "--dlrm": dlrm_pods}[source]
+    try:
+        pods = read(path)
+    except (ValueError, KeyError, OSError) as exc:  # a file of another format
+        raise format_error(source, path, exc) from None
+    return source, pods
+
+
+def _seconds(col: pd.Series) -> np.ndarray:
+    """Times as seconds (datetimes of a tables directory, numbers of a trace)."""
+    if pd.api.types.is_datetime64_any_dtype(col):
+        return (col - pd.Timestamp(0, tz=getattr(col.dt, "tz", None))).dt.total_seconds() \
+            .to_numpy(float)
+    return pd.to_numeric(col, errors="coerce").to_numpy(float)
+
+
+def split(pods: pd.DataFrame, test_share: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train: pods *finished* before the cutoff (what was known then). Test: pods created at or
+    after it, with a run time. The cutoff leaves `test_share` of creations after it."""
+    created = _seconds(pods["created"])
+    ok = np.isfinite(created)
+    if not ok.any():
+        raise ForesightError("no pod has a creation time")
+    cut = float(np.quantile(created[ok], 1.0 - test_share))
+    finished = _seconds(pods["finished"])
+    train = pods[np.nan_to_num(finished, nan=np.inf) < cut]
+    test = pods[ok & (created >= cut)].dropna(subset=["started", "finished"])
+    return train, test
+
+
+def backtest(data: Path = typer.Option(None, "--data", help="Directory of tables (foresight "
+                                       "ingest or simulate): the pods table."),
+             openb: Path = typer.Option(None, "--openb", help="An Alibaba openb pod list CSV "
+                                        "(creation / scheduled / deletion times)."),
+             dlrm: Path = typer.Option(None, "--dlrm", help="A DLRM-format trace CSV."),
+             test_share: float = typer.Option(0.3, "--test-share", help="Share of pod creations"
+                                              " held out at the end (the test)."),
+             out: Path = typer.Option(None, "--out", help="Also write each test pod's "
+                                      "prediction (CSV).")) -> None:
+    """Run time of pods before they start: p10/p50/p90 per workload (then queue x GPU request
+    x priority, then queue), against the workload's last run and the queue's median."""
+    from training.kinds import SkipKind
+    from training.kinds.runtime import MIN_PODS, fit, score
+
+    if not 0.0 < test_share < 1.0:  # and NaN
+        raise ForesightError(f"--test-share {test_share}: must be in (0, 1)")
+    check_output(out, "--out", inputs={"--data": data, "--openb": openb, "--dlrm": dlrm})
+    source, pods = _pods(data, openb, dlrm)
+    train, test = split(pods, test_share)
+    if len(train) < MIN_PODS or test.empty:
+        raise ForesightError(f"{len(train)} pods finished before the cutoff and {len(test)} "
+                             "created after it have a run time: too few (change --test-share)")
+    try:
+        model = fit({"pods": train}, None)
+        m, pred = score(model, {"pods": test}, {"pods": train})
+    except SkipKind as exc:
+        raise ForesightError(str(exc)) from None
+    console = Console(highlight=False)
+    table = Table(title=f"run time before start: {m['train_pods']} pods to learn from, "
+                        f"{m['backtest_pods']} held out (the last {test_share:.0%} created)")
+    for c in ("predictor", "MAE (min)", "log-MAE"):
+        table.add_column(c, justify="left" if c == "predictor" else "right")
+    y = pred["y_true"].to_numpy(float)
+    for name, col in (("model p50", "p50"), ("last run of the workload", "last"),
+                      ("queue median", "queue_median")):
+        p = pred[col].to_numpy(float)
+        table.add_row(name, f"{np.mean(np.abs(p - y)) / 60:.1f}",
+                      f"{np.mean(np.abs(np.log(p) - np.log(y))):.2f}")
+    console.print(table)
+    best = min(("last", "queue_median"), key=lambda k: m[f"baseline_{k}_mae"])
+    beats = m["mae"] < m[f"baseline_{best}_mae"]
+    levels = pred["level"].value_counts(normalize=True)
+    console.print(f"\\[p10, p90] holds {m['p10_p90_coverage']:.0%} of held-out run times; "
+                  "answered by " + ", ".join(f"{k} {v:.0%}" for k, v in levels.items()))
+    console.print("the model beats both baselines: serve it" if beats else
+                  f"the model does not beat `{best}` (MAE {m[f'baseline_{best}_mae'] / 60:.1f} "
+                  f"vs {m['mae'] / 60:.1f} min): the retraining job would serve `{best}`")
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        pred.to_csv(out, index=False)
+        console.print(f"wrote {len(pred)} predictions to {out}")
+
+
+def register(app: typer.Typer) -> None:
+    sub = typer.Typer(no_args_is_help=True, help="Run time of pending pods.")
+    sub.command("backtest")(backtest)
+    app.add_typer(sub, name="runtime")

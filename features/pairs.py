@@ -31,8 +31,8 @@ KNOWN_COLUMNS = IDENTITY_COLUMNS + NUMERIC_COLUMNS + CONTEXT_COLUMNS + TARGET_CO
 
 def read_pairs(path: str | Path) -> pd.DataFrame:
     """Read a pair table from CSV or Parquet (by suffix), or build it from a co-location
-    measurement directory (colocate.py's solo.csv + pairs.csv: features.h200). Errors are
-    one-line ForesightErrors."""
+    measurement directory (colocate.py's solo.csv + pairs.csv: features.h200) or from Gavel's
+    published throughput table (`gavel_table`). Errors are one-line ForesightErrors."""
     p = Path(path)
     if p.is_dir():
         return _measurement(p)
@@ -41,7 +41,16 @@ def read_pairs(path: str | Path) -> pd.DataFrame:
     try:
         if p.suffix.lower() in {".parquet", ".pq"}:
             return pd.read_parquet(p)
-        return pd.read_csv(p)
+        raw = pd.read_csv(p)
+        if GAVEL_COLUMNS <= set(raw.columns):  # Gavel's published throughput table
+            out = gavel_table(raw)
+            if out.empty:
+                raise ForesightError(f"{p}: no single-GPU pair with both throughputs measured "
+                                     "(source physical)")
+            return out
+        return raw
+    except ForesightError:
+        raise
     except pd.errors.EmptyDataError:
         raise ForesightError(f"pair table {p} is empty") from None
     except Exception as exc:  # parser errors of either format: user input, not a bug
@@ -168,19 +177,31 @@ def load_gavel_pairs(root: str | Path, gpu: str, source: str = "physical") -> pd
     path = Path(root) / "gavel_pairs_flat.csv"
     if not path.is_file():
         raise ForesightError(f"Gavel pair file not found: {path}")
-    raw = pd.read_csv(path)
-    d = raw[(raw["scale_a"] == 1) & (raw["scale_b"] == 1) & (raw["gpu"] == gpu)
-            & (raw["source"] == source)]
+    d = gavel_table(pd.read_csv(path), source)
+    d = d[d["gpu_model"] == gpu]
+    if d.empty:
+        raise ForesightError(f"no single-GPU Gavel pairs for gpu={gpu!r} source={source!r}")
+    return d.reset_index(drop=True)
+
+
+GAVEL_COLUMNS = {"gpu", "job_a", "job_b", "scale_a", "scale_b", "solo_thr_a", "solo_thr_b",
+                 "colo_thr_a", "colo_thr_b", "norm_speed_a", "norm_speed_b"}
+
+
+def gavel_table(raw: pd.DataFrame, source: str = "physical") -> pd.DataFrame:
+    """A Gavel-format throughput table (`gavel_pairs_flat.csv`) as a pair table, every GPU type
+    (`gpu_model`), rows of `source` only when the table has a `source` column."""
+    d = raw[(raw["scale_a"] == 1) & (raw["scale_b"] == 1)]
+    if "source" in d:
+        d = d[d["source"] == source]
     d = d[(d["colo_thr_a"] > 0) & (d["colo_thr_b"] > 0)
           & (d["solo_thr_a"] > 0) & (d["solo_thr_b"] > 0)]
     d = d[d["job_a"] <= d["job_b"]]  # one row per unordered pair
-    if d.empty:
-        raise ForesightError(f"no single-GPU Gavel pairs for gpu={gpu!r} source={source!r}")
     return pd.DataFrame({
         "a_workload": d["job_a"].to_numpy(), "b_workload": d["job_b"].to_numpy(),
-        "gpu_model": gpu, "sharing": "timeslice",
+        "gpu_model": d["gpu"].astype(str).to_numpy(), "sharing": "timeslice",
         "a_speed": d["norm_speed_a"].to_numpy(), "b_speed": d["norm_speed_b"].to_numpy(),
-    }).reset_index(drop=True)
+    })
 
 
 # ------------------------------------------------------------------ from telemetry

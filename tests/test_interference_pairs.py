@@ -270,3 +270,31 @@ def test_cli_fits_on_several_measurements_stacked(tmp_path, capsys):
                  str(tmp_path / "missing.csv"), "--model-dir", str(model)]) == 2
     err = capsys.readouterr().err
     assert "not found" in err and "Traceback" not in err
+
+
+def test_a_gavel_format_table_reads_as_a_pair_table(tmp_path):
+    from features.pairs import read_pairs
+
+    rows = []
+    for gpu in ("k80", "v100"):
+        # Gavel lists both orders of a pair
+        for a, b, sa, sb in (("resnet", "lstm", 0.6, 0.7), ("lstm", "resnet", 0.7, 0.6),
+                             ("resnet", "a3c", 0.0, 0.9), ("a3c", "resnet", 0.9, 0.0),
+                             ("lstm", "a3c", 0.8, 0.5), ("a3c", "lstm", 0.5, 0.8)):
+            rows.append({"source": "physical", "gpu": gpu, "job_a": a, "scale_a": 1,
+                         "job_b": b, "scale_b": 1, "solo_thr_a": 10.0, "solo_thr_b": 5.0,
+                         "colo_thr_a": 10.0 * sa, "colo_thr_b": 5.0 * sb,
+                         "norm_speed_a": sa, "norm_speed_b": sb})
+    rows.append({**rows[0], "scale_a": 2})  # a 2-GPU job: not a single-GPU co-location
+    rows.append({**rows[0], "source": "simulation"})
+    path = tmp_path / "gavel_pairs_flat.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    t = read_pairs(path)
+    # per GPU: one row per unordered pair, the unmeasured (0 throughput) pair dropped
+    assert sorted(t["gpu_model"]) == ["k80", "k80", "v100", "v100"]
+    assert set(zip(t.a_workload, t.b_workload)) == {("lstm", "resnet"), ("a3c", "lstm")}
+    r = t[(t.a_workload == "lstm") & (t.b_workload == "resnet")].iloc[0]
+    assert (r.a_speed, r.b_speed, r.sharing) == (0.7, 0.6, "timeslice")
+    pd.DataFrame(rows[2:4]).to_csv(path, index=False)  # only the unmeasured pair
+    with pytest.raises(ForesightError, match="no single-GPU pair"):
+        read_pairs(path)

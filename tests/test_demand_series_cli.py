@@ -92,3 +92,24 @@ def test_cluster_tables_give_gpus_requested_per_queue(tmp_path):
     train = s[s.unique_id == "train"]["y"].tolist()
     assert train == [9.0, 0.0, 2.0]  # 8 + 1 GPUs in the first bin, none, then 2
     assert s[s.unique_id == "serve"]["y"].tolist() == [0.5]
+
+
+def test_usage_series_from_a_genai_format_file(tmp_path):
+    f = tmp_path / "pod_gpu_duty_cycle_test.csv"
+    pd.DataFrame({"timestamp_anon": [0, 30, 70, 200, 10, 65],
+                  "value": [10.0, 30.0, 50.0, 70.0, 5.0, 7.0],
+                  "container_ip": ["p1", "p1", "p1", "p1", "p2", "p2"]}).to_csv(f, index=False)
+    out = tmp_path / "U.csv"
+    proc = subprocess.run([sys.executable, "-m", "foresight.cli", "usage", "series", "--genai",
+                           str(f), "--out", str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    s = pd.read_csv(out)
+    # 1-min bins: the mean of the samples in each, the level carried over the empty bin
+    assert s[s.unique_id == "p1"]["y"].tolist() == [20.0, 50.0, 50.0, 70.0]
+    assert s[s.unique_id == "p2"]["y"].tolist() == [5.0, 7.0]
+    bad = subprocess.run([sys.executable, "-m", "foresight.cli", "usage", "series", "--genai",
+                          str(out), "--out", str(tmp_path / "V.csv")], capture_output=True,
+                         text=True, timeout=120)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert "need columns container_ip, timestamp_anon, value" in bad.stderr

@@ -9,25 +9,40 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.commands import check_output
+from foresight.commands import check_output, format_error, one_source
 from ground.errors import ForesightError
 
 console = Console(highlight=False)
 
 
-def series(data: Path = typer.Option(..., "--data", help="Directory of tables."),
+def series(data: Path = typer.Option(None, "--data", help="Directory of tables."),
+           genai: Path = typer.Option(None, "--genai", help="Instead of --data: one GenTD26-"
+                                      "format per-pod file (timestamp_anon, value, "
+                                      "container_ip; e.g. pod_gpu_duty_cycle*.csv)."),
            out: Path = typer.Option(..., "--out", help="S.csv to write (unique_id, ds, y)."),
-           metric: str = typer.Option("sm", "--metric", help="sm, fb, power or a DCGM name."),
+           metric: str = typer.Option("sm", "--metric", help="With --data: sm, fb, power or a "
+                                      "DCGM name."),
            freq: str = typer.Option("1min", "--freq", help="Bin width."),
            phases: Path = typer.Option(None, "--phases", help="Phase intervals (Parquet/CSV: "
                                        "namespace, pod, [node, gpu,] start, end, phase) to "
                                        "add as a `phase` column.")) -> None:
-    """Per-(pod, GPU) usage series in the long format, from the GPU sample table."""
+    """Per-(pod, GPU) usage series in the long format, from the GPU sample table (or one
+    GenTD26-format per-pod file: the mean per bin, the level carried over empty bins)."""
+    from features.demand_series import parse_freq
+    from features.genai_trace import read_genai
     from features.ingest import read_tables
     from features.usage_series import attach_phases, read_phases, usage_long
 
-    check_output(out, "--out", inputs={"--data": data, "--phases": phases})
-    df = usage_long(read_tables(data)["samples"], metric, freq)
+    source, path = one_source({"--data": data, "--genai": genai})
+    parse_freq(freq)
+    check_output(out, "--out", inputs={source: path, "--phases": phases})
+    if source == "--genai":
+        try:
+            df = read_genai(path, freq)
+        except (ValueError, KeyError, OSError) as exc:  # a file of another format
+            raise format_error(source, path, exc) from None
+    else:
+        df = usage_long(read_tables(path)["samples"], metric, freq)
     if phases is not None:
         df = attach_phases(df, read_phases(phases), freq)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -125,3 +125,32 @@ def test_real_h200_phases_cp_f1():
     ok = tl != ""
     f1, acc = _scores(tl[ok], model.label_all(ws)[0][ok])
     assert f1 >= 0.9 and acc >= 0.9, (f1, acc)
+
+
+def test_cli_stragglers_names_the_slow_worker(tmp_path, capsys):
+    rng = np.random.default_rng(3)
+    rows = [{"time": t, "worker": w, "batch_time_norm": 100 * rng.lognormal(0, 0.02)
+             * (1.3 if w == 2 and t >= 60 else 1.0)} for t in range(150) for w in range(6)]
+    f = tmp_path / "job.csv"
+    pd.DataFrame(rows).to_csv(f)
+    from foresight.cli import main
+
+    assert main(["fingerprint", "stragglers", "--csv", str(f)]) == 0  # PAI 2020's columns
+    out = capsys.readouterr().out
+    assert "1 straggler(s): 2" in out and "60" in out  # worker 2, slow from step 60 on
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"step": [1], "w": [0], "t": [1.0]}).to_csv(bad, index=False)
+    assert main(["fingerprint", "stragglers", "--csv", str(bad)]) == 2
+
+
+def test_cli_stragglers_output(tmp_path, capsys):
+    rng = np.random.default_rng(4)
+    rows = [{"step": t, "rank": w, "ms": 50 * rng.lognormal(0, 0.02)
+             * (1.5 if w == 4 else 1.0)} for t in range(80) for w in range(8)]
+    f = tmp_path / "job.csv"
+    pd.DataFrame(rows).to_csv(f, index=False)
+    from foresight.cli import main
+
+    assert main(["fingerprint", "stragglers", "--csv", str(f), "--step-col", "step",
+                 "--worker-col", "rank", "--value-col", "ms"]) == 0
+    assert "1 straggler(s): 4" in capsys.readouterr().out

@@ -191,9 +191,61 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
                   f"(coverage {m.coverage:g})")
 
 
+def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step times of one "
+                                         "data-parallel job: one row per (step, worker)."),
+               step_col: str = typer.Option("time", "--step-col", help="Step column."),
+               worker_col: str = typer.Option("worker", "--worker-col", help="Worker column."),
+               value_col: str = typer.Option("batch_time_norm", "--value-col",
+                                             help="Step (mini-batch) time column."),
+               window: int = typer.Option(20, "--window", help="Steps a slowdown must "
+                                          "persist over (rolling median)."),
+               min_slowdown: float = typer.Option(0.05, "--min-slowdown", help="Flag a step "
+                                                  "this far (relative) above the workers' "
+                                                  "median."),
+               min_share: float = typer.Option(0.2, "--min-share", help="Straggler: flagged "
+                                               "in at least this share of its steps.")) -> None:
+    """Workers persistently slower than their peers (synchronous data parallelism waits for
+    the slowest): the PAI 2020 mini-batch files' format by default."""
+    from forecaster.fingerprint.straggler import flag_stragglers
+
+    if window < 1 or not min_slowdown >= 0 or not 0 < min_share <= 1:
+        raise ForesightError("need --window >= 1, --min-slowdown >= 0, --min-share in (0, 1]")
+    if not csv.is_file():
+        raise ForesightError(f"--csv {csv}: not found")
+    try:
+        df = pd.read_csv(csv)
+    except (ValueError, OSError) as exc:
+        raise ForesightError(f"--csv {csv}: {str(exc).splitlines()[0]}") from None
+    missing = [c for c in (step_col, worker_col, value_col) if c not in df.columns]
+    if missing:
+        has = ", ".join(map(str, df.columns[:8])) + (", ..." if len(df.columns) > 8 else "")
+        raise ForesightError(f"--csv {csv}: no column {', '.join(missing)} (has {has}); "
+                             "see --step-col, --worker-col, --value-col")
+    df[value_col] = pd.to_numeric(df[value_col], errors="coerce")
+    if df[value_col].notna().sum() == 0:
+        raise ForesightError(f"--csv {csv}: no numeric {value_col}")
+    out = flag_stragglers(df, window=window, min_slowdown=min_slowdown, min_share=min_share,
+                          step=step_col, worker=worker_col, value=value_col)
+    table = Table(title=f"stragglers in {csv.name}: {len(out)} workers, "
+                        f"{df[step_col].nunique()} steps")
+    for c in ("worker", "median time / peers", "steps flagged", "first flagged step",
+              "straggler"):
+        table.add_column(c, justify="left" if c == "worker" else "right")
+    for r in out.sort_values("flagged_share", ascending=False).itertuples():
+        table.add_row(str(r.worker), f"{r.median_rel_time:.3f}", f"{r.flagged_share:.0%}",
+                      "-" if pd.isna(r.first_flagged_step) else f"{r.first_flagged_step:g}"
+                      if isinstance(r.first_flagged_step, float) else str(r.first_flagged_step),
+                      "yes" if r.straggler else "")
+    console.print(table)
+    n = int(out["straggler"].sum())
+    console.print(f"{n} straggler(s): " + (", ".join(map(str, out.loc[out.straggler, "worker"]))
+                                          if n else "none"))
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(no_args_is_help=True, help="Per-workload phase fingerprints.")
     sub.command("build")(build)
     sub.command("show")(show)
     sub.command("predict")(predict)
+    sub.command("stragglers")(stragglers)
     app.add_typer(sub, name="fingerprint")

@@ -211,9 +211,10 @@ def series_cmd(
     from features.gateway_qps import gateway_qps
     from features.ingest import read_pods
 
-    source, path = one_source(dict(zip(SOURCES, (data, dlrm, helios, qps))))
+    sources = dict(zip(SOURCES, (data, dlrm, helios, qps)))
+    check_output(out, "--out", inputs=sources)
+    source, path = one_source(sources)
     ds_.parse_freq(freq)
-    check_output(out, "--out", inputs={source: path})
     try:
         if source == "--data":
             df = ds_.arrivals_from_pods(read_pods(path), freq)

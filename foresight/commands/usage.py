@@ -33,9 +33,9 @@ def series(data: Path = typer.Option(None, "--data", help="Directory of tables."
     from features.ingest import read_tables
     from features.usage_series import attach_phases, read_phases, usage_long
 
+    check_output(out, "--out", inputs={"--data": data, "--genai": genai, "--phases": phases})
     source, path = one_source({"--data": data, "--genai": genai})
     parse_freq(freq)
-    check_output(out, "--out", inputs={source: path, "--phases": phases})
     if source == "--genai":
         try:
             df = read_genai(path, freq)

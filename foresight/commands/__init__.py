@@ -34,7 +34,8 @@ def check_output(path: str | Path | None, option: str, *, directory: bool = Fals
 
 
 def one_source(options: Mapping[str, Path | None]) -> tuple[str, Path]:
-    """The one (option, path) given among `options` that exist; a user error otherwise."""
+    """The one option of `options` given, and its path (which must exist); a user error when
+    none or several are given."""
     given = {k: Path(v) for k, v in options.items() if v is not None}
     if len(given) != 1:
         raise ForesightError(f"give exactly one of {', '.join(options)}")

@@ -215,6 +215,8 @@ def series_cmd(
     check_output(out, "--out", inputs=sources)
     source, path = one_source(sources)
     ds_.parse_freq(freq)
+    if by != "total" and source != "--dlrm":
+        raise ForesightError(f"--by {by}: only with --dlrm")
     try:
         if source == "--data":
             df = ds_.arrivals_from_pods(read_pods(path), freq)

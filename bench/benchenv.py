@@ -30,13 +30,13 @@ READ_ERRORS = (ForesightError, OSError, ValueError, KeyError, TypeError)
 
 
 def shown(path: str | Path) -> str:
-    """`path` as a results header shows it: relative to the checkout's parent when under it
-    (the committed files' form: shared/traces/...), else absolute."""
+    """`path` as a results header shows it: `shared/...` for the shared data beside the
+    checkout (the committed files' form), relative to the checkout inside it, else absolute."""
     p = Path(os.path.abspath(path))
-    try:
-        return str(p.relative_to(ROOT.parent))
-    except ValueError:
-        return str(p)
+    for base, root in ((ROOT.parent / "shared", ROOT.parent), (ROOT, ROOT)):
+        if p.is_relative_to(base):
+            return str(p.relative_to(root))
+    return str(p)
 
 
 def command(script: str, default_args: str = "") -> str:

@@ -54,6 +54,7 @@ def test_helios_vcs_and_the_series_feeds_backtest(tmp_path):
     (("--data", "{dir}"), "pods.parquet"),
     (("--helios", "{dir}/absent"), "not found"),
     (("--qps", "{qps}", "--freq", "soon"), "freq"),
+    (("--qps", "{qps}", "--by", "app"), "only with --dlrm"),   # not silently ignored
 ])
 def test_bad_sources_are_one_line(tmp_path, args, needle):
     qps = tmp_path / "qps.csv"

@@ -83,7 +83,7 @@ def _capacity(ctx: Context) -> tuple[np.ndarray | None, Callable[[int], str]]:
     nodeSelector / required affinity on `nvidia.com/gpu.product` (kube-scheduler filters that
     too; the extender must not count such GPUs for the pod either)."""
     cap = None
-    if ctx.pod.fractional or ctx.pod.milli < 0:
+    if ctx.pod.shares_gpu:
         cap = ~ctx.fits.any(axis=1)
     wrong = ~model_ok(ctx) if ctx.pod.gpus and ctx.pod.gpu_models else None
     if wrong is not None:
@@ -367,7 +367,7 @@ class Scorer:
             if not known or pod.gpus == 0:
                 return []
             ctx = Context(self.state, rows, pod, self.providers, self.cfg)
-            if pod.fractional or pod.milli < 0:
+            if pod.shares_gpu:
                 inc = slot_increase(ctx)[0]
                 # GPUs where the predicted peak fits and the floors hold first, then where the
                 # memory fits (an OOM costs more than a slowdown), then where the floors hold

@@ -84,6 +84,12 @@ class PodRequest:
         return self.gpus == 1 and 0 < self.milli < 1000
 
     @property
+    def shares_gpu(self) -> bool:
+        """Takes part of one GPU: a fraction, or a size in GPU memory (KAI's `gpu-memory`,
+        milli -1 until a node's GPU memory resolves it)."""
+        return self.fractional or (self.gpus == 1 and self.milli < 0)
+
+    @property
     def shape(self) -> tuple[int, int]:
         return (self.gpus, self.milli)
 

@@ -29,28 +29,6 @@ def _pods(data: Path | None, openb: Path | None, dlrm: Path | None) -> tuple[str
     return source, pods
 
 
-def _seconds(col: pd.Series) -> np.ndarray:
-    """Times as seconds (datetimes of a tables directory, numbers of a trace)."""
-    if pd.api.types.is_datetime64_any_dtype(col):
-        return (col - pd.Timestamp(0, tz=getattr(col.dt, "tz", None))).dt.total_seconds() \
-            .to_numpy(float)
-    return pd.to_numeric(col, errors="coerce").to_numpy(float)
-
-
-def split(pods: pd.DataFrame, test_share: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Train: pods *finished* before the cutoff (what was known then). Test: pods created at or
-    after it, with a run time. The cutoff leaves `test_share` of creations after it."""
-    created = _seconds(pods["created"])
-    ok = np.isfinite(created)
-    if not ok.any():
-        raise ForesightError("no pod has a creation time")
-    cut = float(np.quantile(created[ok], 1.0 - test_share))
-    finished = _seconds(pods["finished"])
-    train = pods[np.nan_to_num(finished, nan=np.inf) < cut]
-    test = pods[ok & (created >= cut)].dropna(subset=["started", "finished"])
-    return train, test
-
-
 def backtest(data: Path = typer.Option(None, "--data", help="Directory of tables (foresight "
                                        "ingest or simulate): the pods table."),
              openb: Path = typer.Option(None, "--openb", help="An Alibaba openb pod list CSV "
@@ -63,21 +41,23 @@ def backtest(data: Path = typer.Option(None, "--data", help="Directory of tables
     """Run time of pods before they start: p10/p50/p90 per workload (then queue x GPU request
     x priority, then queue), against the workload's last run and the queue's median."""
     from training.kinds import SkipKind
-    from training.kinds.runtime import MIN_PODS, fit, score
+    from training.kinds.runtime import fit, score, split
 
     if not 0.0 < test_share < 1.0:  # and NaN
         raise ForesightError(f"--test-share {test_share}: must be in (0, 1)")
     check_output(out, "--out", inputs={"--data": data, "--openb": openb, "--dlrm": dlrm})
     source, pods = _pods(data, openb, dlrm)
-    train, test = split(pods, test_share)
-    if len(train) < MIN_PODS or test.empty:
-        raise ForesightError(f"{len(train)} pods finished before the cutoff and {len(test)} "
-                             "created after it have a run time: too few (change --test-share)")
+    if pods["created"].isna().all():
+        raise ForesightError(f"{source}: no pod has a creation time")
+    # the retraining job's split at the cutoff that leaves `test_share` of creations after it:
+    # train on the pods finished before it, test on those created at or after it
+    cut = pods["created"].quantile(1.0 - test_share)
     try:
-        model = fit({"pods": train}, None)
-        m, pred = score(model, {"pods": test}, {"pods": train})
+        train, test = split({"pods": pods.dropna(subset=["started", "finished"])}, cut)
+        model = fit(train, None)
+        m, pred = score(model, test, train)
     except SkipKind as exc:
-        raise ForesightError(str(exc)) from None
+        raise ForesightError(f"{exc} (change --test-share)") from None
     console = Console(highlight=False)
     table = Table(title=f"run time before start: {m['train_pods']} pods to learn from, "
                         f"{m['backtest_pods']} held out (the last {test_share:.0%} created)")

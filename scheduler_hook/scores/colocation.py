@@ -18,12 +18,6 @@ from scheduler_hook.scores.colocation_gpu import GpuView, gpu_view, under_floor
 __all__ = ["ColocationSafety", "under_floor"]
 
 
-def shares_a_gpu(pod) -> bool:
-    """A pod that takes part of one GPU: a fraction, or a size in GPU memory (KAI's
-    `gpu-memory`, resolved per node)."""
-    return pod.gpus == 1 and (0 < pod.milli < 1000 or pod.milli < 0)
-
-
 class ColocationSafety:
     name = "colocation"
 
@@ -71,7 +65,7 @@ class ColocationSafety:
         that themselves share one GPU (-1 elsewhere)."""
         s, r = ctx.state, ctx.rows
         codes = s.res_code[r]
-        if shares_a_gpu(ctx.pod):
+        if ctx.pod.shares_gpu:
             codes = np.where(s.res_gpu[r] >= 0, codes, -1)
             codes = np.where(s.res_milli[r] < 1000, codes, -1)
         return codes
@@ -81,7 +75,7 @@ class ColocationSafety:
         nothing to say per GPU (no fresh model, not a GPU share, no resident that shares)."""
         model = ctx.providers.fresh("interference")
         pod = ctx.pod
-        if model is None or not shares_a_gpu(pod) or pod.mig_count:
+        if model is None or not pod.shares_gpu or pod.mig_count:
             return None
         codes = self._residents(ctx)
         return self._view(ctx, model, codes) if (codes >= 0).any() else None
@@ -102,7 +96,7 @@ class ColocationSafety:
         if not (codes >= 0).any():
             return constant(ctx, 1.0, "no co-located pods")
         floor = float(ctx.cfg.get("slowdown_floor", 0.5))
-        if shares_a_gpu(pod) and not pod.mig_count:
+        if pod.shares_gpu and not pod.mig_count:
             return self._score_gpus(ctx, self._view(ctx, model, codes), floor,
                                     "admission-bound" if getattr(model, "admits", False)
                                     else "p10")

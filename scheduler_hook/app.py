@@ -5,18 +5,23 @@ any other failure degrades inside ExtenderHook, so the scheduler never sees a 50
 """
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any, Callable
 
 import orjson
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import Response
+from starlette.requests import ClientDisconnect
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from scheduler_hook import indicators, metrics
 from scheduler_hook.hook import ExtenderHook
 from scheduler_hook.podspec import PodSpecError
 from scheduler_hook.wire import ArgsParser, WireError, best_json, filter_json, parse_binding
+
+
+log = logging.getLogger(__name__)
 
 
 def _json(obj: Any, status: int = 200) -> Response:
@@ -44,6 +49,7 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
              ) -> Handler:
         latency, ok = metrics.LATENCY.labels(verb), metrics.REQUESTS.labels(verb, "200")
         bad = metrics.REQUESTS.labels(verb, "400")
+        failed = metrics.REQUESTS.labels(verb, "500")
 
         def handle(body: bytes) -> tuple[int, bytes]:
             t0 = time.perf_counter()
@@ -53,6 +59,11 @@ def verb_handlers(hook: ExtenderHook) -> dict[str, Handler]:
             except (WireError, PodSpecError) as exc:
                 bad.inc()
                 return 400, orjson.dumps({"error": str(exc)})
+            except Exception as exc:  # a bug, not the caller's: said as one, in both servers
+                log.exception("extender %s failed", verb)
+                failed.inc()
+                return 500, orjson.dumps({"error": f"extender {verb} failed: "
+                                                   f"{type(exc).__name__}"})
             latency.observe(time.perf_counter() - t0)
             ok.inc()
             if verb == "filter":
@@ -131,7 +142,11 @@ def build_router(hook: ExtenderHook, handlers: dict[str, Handler] | None = None)
     handlers = handlers or verb_handlers(hook)
 
     async def _verb(request: Request, path: str) -> Response:
-        status, payload = handlers[path](await request.body())
+        try:
+            body = await request.body()
+        except ClientDisconnect:  # the caller left: nobody to answer, nothing to log
+            return Response(status_code=400)
+        status, payload = handlers[path](body)
         return Response(payload, status_code=status, media_type="application/json")
 
     @router.post("/scheduler/filter", tags=["extender"])
@@ -156,7 +171,8 @@ def build_router(hook: ExtenderHook, handlers: dict[str, Handler] | None = None)
         return await _verb(request, "/scheduler/bind")
 
     @router.get("/v1/explain/{namespace}/{pod}", tags=["extender"])
-    async def explain(namespace: str, pod: str, limit: int | None = None) -> Response:
+    async def explain(namespace: str, pod: str,
+                      limit: int | None = Query(None, ge=1)) -> Response:
         """Per-node component values and reasons of the last filter/prioritize decision."""
         found = hook.explanations.get(namespace, pod, limit)
         if found is None:

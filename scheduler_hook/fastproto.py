@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import orjson
 from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
 
 Handler = Callable[[bytes], "tuple[int, bytes]"]
@@ -23,10 +24,12 @@ class VerbProtocol(HttpToolsProtocol):
     """HttpToolsProtocol whose `handlers` (path -> handler) answer POSTs directly."""
 
     handlers: dict[str, Handler] = {}
+    max_body: int = 16 * 1024 * 1024  # as serving.security.Guard on the ASGI road
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._verb: tuple[Handler, list[bytes], bool] | None = None
+        self._size = 0
 
     def on_headers_complete(self) -> None:
         self._verb = None
@@ -35,7 +38,7 @@ class VerbProtocol(HttpToolsProtocol):
             super().on_headers_complete()
             return
         keep_alive = self.parser.get_http_version() != "1.0" and self.parser.should_keep_alive()
-        self._verb = (handler, [], keep_alive)
+        self._verb, self._size = (handler, [], keep_alive), 0
 
     def _direct_handler(self) -> Handler | None:
         if self.parser.get_method() != b"POST" or self.expect_100_continue or \
@@ -50,7 +53,9 @@ class VerbProtocol(HttpToolsProtocol):
         if self._verb is None:
             super().on_body(body)
         else:
-            self._verb[1].append(body)
+            self._size += len(body)
+            if self._size <= self.max_body:  # past the limit the rest is read and dropped
+                self._verb[1].append(body)
 
     def on_message_complete(self) -> None:
         if self._verb is None:
@@ -58,7 +63,12 @@ class VerbProtocol(HttpToolsProtocol):
             return
         handler, chunks, keep_alive = self._verb
         self._verb = None
-        status, payload = handler(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if self._size > self.max_body:
+            status, payload = 413, orjson.dumps({"error": f"request body over {self.max_body} "
+                                                          "bytes"})
+            handler = None  # type: ignore[assignment]
+        else:
+            status, payload = handler(chunks[0] if len(chunks) == 1 else b"".join(chunks))
         head = [STATUS_LINE[status]]
         for name, value in self.server_state.default_headers:  # server, date: as uvicorn
             head += [name, b": ", value, b"\r\n"]
@@ -79,6 +89,8 @@ class VerbProtocol(HttpToolsProtocol):
                 self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
 
-def verb_protocol(handlers: dict[str, Handler]) -> type[VerbProtocol]:
+def verb_protocol(handlers: dict[str, Handler],
+                  max_body: int = VerbProtocol.max_body) -> type[VerbProtocol]:
     """A VerbProtocol class bound to `handlers` (uvicorn takes a class, not an instance)."""
-    return type("ExtenderVerbProtocol", (VerbProtocol,), {"handlers": dict(handlers)})
+    return type("ExtenderVerbProtocol", (VerbProtocol,),
+                {"handlers": dict(handlers), "max_body": max_body})

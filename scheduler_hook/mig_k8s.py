@@ -72,7 +72,7 @@ class MigNode:
 
 
 def read_node(labels: dict[str, Any], alloc: dict[str, Any],
-              quantity: Callable[[Any], Any]) -> MigNode | None:
+              quantity: Callable[[Any, str], int]) -> MigNode | None:
     """The MIG view of a node from its labels and allocatable; None when it has no MIG."""
     product = str(labels.get(PRODUCT_LABEL, ""))
     strategy = str(labels.get(STRATEGY_LABEL, "")).lower()
@@ -81,17 +81,17 @@ def read_node(labels: dict[str, Any], alloc: dict[str, Any],
                   gpu_count_label=_int(labels.get(COUNT_LABEL)))
     single = _SINGLE.match(product)
     if single and strategy in ("", "single"):
-        n = int(quantity(alloc.get("nvidia.com/gpu", 0)))
+        n = quantity(alloc.get("nvidia.com/gpu", 0), "allocatable[nvidia.com/gpu]")
         prof = single.group(2)
         mem = _float(labels.get(MEMORY_LABEL)) or 1024.0 * mig.profile_gb(prof)
         return MigNode("single", ((prof, n),), ((prof, mem),), single.group(1), **common)
-    caps = {k[len(MIG_PREFIX):]: int(quantity(v)) for k, v in alloc.items()
-            if k.startswith(MIG_PREFIX)}
+    caps = {k[len(MIG_PREFIX):]: quantity(v, f"allocatable[{k}]") for k, v in alloc.items()
+            if isinstance(k, str) and k.startswith(MIG_PREFIX)}
     if not caps:
         return None
     mem = {p: _float(labels.get(f"{MIG_PREFIX}{p}.memory")) or 1024.0 * mig.profile_gb(p)
            for p in caps}
-    whole = int(quantity(alloc.get("nvidia.com/gpu", 0)))
+    whole = quantity(alloc.get("nvidia.com/gpu", 0), "allocatable[nvidia.com/gpu]")
     return MigNode("mixed", tuple(sorted(caps.items())), tuple(sorted(mem.items())), product,
                    whole_gpus=whole, **common)
 
@@ -110,7 +110,7 @@ def _float(v: Any) -> float:
         return 0.0
 
 
-def pod_request(spec: dict, quantity: Callable[[Any, str], Any]) -> tuple[str, int]:
+def pod_request(spec: dict, quantity: Callable[[Any, str], int]) -> tuple[str, int]:
     """(profile, count) of `nvidia.com/mig-<profile>` over the containers ('', 0: none).
 
     Limits win over requests, as for `nvidia.com/gpu`. Two profiles in one pod (the device
@@ -127,7 +127,7 @@ def pod_request(spec: dict, quantity: Callable[[Any, str], Any]) -> tuple[str, i
                 else {}
             if got:
                 for prof, v in got.items():
-                    found[prof] += int(quantity(v, f"resources.{kind}"))
+                    found[prof] += quantity(v, f"resources.{kind}[{MIG_PREFIX}{prof}]")
                 break
     found = Counter({p: n for p, n in found.items() if n > 0})
     if len(found) > 1:

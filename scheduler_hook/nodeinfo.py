@@ -7,10 +7,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from kubernetes.utils import parse_quantity
 
 from scheduler_hook import mig_k8s
 from scheduler_hook.podspec import GPU_RESOURCES, PRODUCT_LABEL
+from scheduler_hook.quantity import device_count
 
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 DRAINED_ANNOTATION = "foresight.io/gpu-drained"     # "0,3" or "all"
@@ -56,8 +56,10 @@ def parse_node(obj: Any) -> NodeInfo:
         raise ValueError("Node.metadata.name must be a non-empty string")
     labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
     alloc = status.get("allocatable") or status.get("capacity") or {}
-    gpus = sum(int(parse_quantity(alloc[r])) for r in GPU_RESOURCES if r in alloc)
-    mig = mig_k8s.read_node(labels, alloc, parse_quantity)
+    if not isinstance(alloc, dict):
+        raise ValueError("Node.status.allocatable must be an object")
+    gpus = sum(device_count(alloc[r], f"allocatable[{r}]") for r in GPU_RESOURCES if r in alloc)
+    mig = mig_k8s.read_node(labels, alloc, device_count)
     if mig is not None and mig.strategy == "single":
         gpus = 0  # its nvidia.com/gpu are MIG slices: never scored as whole GPUs
     replicas = str(labels.get(REPLICAS_LABEL, "1"))

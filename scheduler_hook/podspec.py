@@ -7,12 +7,11 @@ trace: a whole-GPU pod asks `gpus` GPUs at 1000 each; a KAI fractional pod (`gpu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from decimal import Decimal, InvalidOperation
+import math
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from scheduler_hook.mig_k8s import pod_request as mig_request, single_profile
+from scheduler_hook.quantity import device_count
 from scheduler_hook.topology import gang_min, pod_topology
 from scheduler_hook.waiting import queue_and_gang, timestamp
 
@@ -29,6 +28,10 @@ WORKLOAD_LABELS = ("foresight.io/workload", "app.kubernetes.io/name", "job-name"
 PRODUCT_LABEL = "nvidia.com/gpu.product"  # GPU feature discovery: the node's GPU model
 # One nodeSelectorTerm's condition on PRODUCT_LABEL: (models allowed or None = any, excluded)
 ModelTerm = tuple[frozenset[str] | None, frozenset[str]]
+
+
+# KAI's gpu-memory (MiB per GPU): the largest GPUs hold 192 GiB; 1 TiB leaves room for the next
+MAX_GPU_MEMORY_MIB = 1 << 20
 
 
 class PodSpecError(ValueError):
@@ -108,23 +111,30 @@ def allowed_models(terms: tuple[ModelTerm, ...], models: Any) -> frozenset[str] 
     return frozenset(m for m in models if terms_allow(terms, m)) if terms else None
 
 
-def _quantity(value: Any, what: str) -> Decimal:
+def _count(value: Any, what: str) -> int:
     try:
-        return parse_quantity(value)
-    except (ValueError, TypeError, InvalidOperation):
-        raise PodSpecError(f"{what}: not a Kubernetes quantity: {value!r}") from None
+        return device_count(value, what)
+    except ValueError as exc:
+        raise PodSpecError(str(exc)) from None
 
 
-def _float(value: Any, what: str) -> float:
+def _float(value: Any, what: str, lo: float = -math.inf, hi: float = math.inf) -> float:
+    """A finite number in [lo, hi]; PodSpecError naming ``what`` otherwise."""
     try:
-        return float(value)
+        x = float(value)
     except (TypeError, ValueError):
         raise PodSpecError(f"{what}: not a number: {value!r}") from None
+    if not lo <= x <= hi:  # also refuses NaN
+        raise PodSpecError(f"{what}: must be a number from {lo:g} to {hi:g}, got {value!r}")
+    return x
 
 
 def _container_gpus(spec: dict) -> int:
     total = 0
-    for c in spec.get("containers") or []:
+    containers = spec.get("containers") or []
+    if not isinstance(containers, list):
+        raise PodSpecError("spec.containers must be a list")
+    for c in containers:
         if not isinstance(c, dict):
             raise PodSpecError("spec.containers: items must be objects")
         res = c.get("resources") or {}
@@ -134,9 +144,9 @@ def _container_gpus(spec: dict) -> int:
             q = res.get(kind) or {}
             if not isinstance(q, dict):
                 raise PodSpecError(f"resources.{kind} must be an object")
-            found = [q[r] for r in GPU_RESOURCES if r in q]
-            if found:
-                total += int(sum(_quantity(v, f"resources.{kind}") for v in found))
+            if any(r in q for r in GPU_RESOURCES):
+                total += sum(_count(q[r], f"resources.{kind}[{r}]")
+                             for r in GPU_RESOURCES if r in q)
                 break  # limits win; requests only when limits absent
     return total
 
@@ -168,13 +178,18 @@ def _model_terms(spec: dict) -> tuple[ModelTerm, ...]:
     if not isinstance(terms_raw, list):
         raise PodSpecError("nodeSelectorTerms must be a list")
     terms: list[ModelTerm] = []
+    if not all(isinstance(t, dict) for t in terms_raw):
+        raise PodSpecError("nodeSelectorTerms: items must be objects")
     for term in terms_raw or [{}]:
         ok, no = base, frozenset[str]()
-        exprs = _obj(term, "nodeSelectorTerm").get("matchExpressions") or []
+        exprs = term.get("matchExpressions") or []
         for ex in exprs if isinstance(exprs, list) else []:
             if not isinstance(ex, dict) or ex.get("key") != PRODUCT_LABEL:
                 continue
-            vals = frozenset(str(v) for v in ex.get("values") or [])
+            values = ex.get("values") or []
+            if not isinstance(values, list):
+                raise PodSpecError(f"matchExpressions[key={PRODUCT_LABEL}].values must be a list")
+            vals = frozenset(str(v) for v in values)
             if ex.get("operator") == "In":
                 ok = vals if ok is None else ok & vals
             elif ex.get("operator") == "NotIn":
@@ -194,8 +209,11 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
     if not isinstance(meta, dict) or not isinstance(spec, dict):
         raise PodSpecError("Pod.metadata and Pod.spec must be objects")
     name, ns = meta.get("name"), meta.get("namespace") or "default"
-    if not isinstance(name, str) or not name or not isinstance(ns, str):
-        raise PodSpecError("Pod.metadata.name must be a non-empty string")
+    if not isinstance(name, str) or not name or len(name) > 253:
+        raise PodSpecError("Pod.metadata.name must be a non-empty string of at most 253 "
+                           "characters")
+    if not isinstance(ns, str) or len(ns) > 63:
+        raise PodSpecError("Pod.metadata.namespace must be a string of at most 63 characters")
     ann = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     if not isinstance(ann, dict) or not isinstance(labels, dict):
@@ -205,10 +223,10 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
     if gpus:
         milli = 1000
     if MEMORY_ANNOTATION in ann:
-        mem = _float(ann[MEMORY_ANNOTATION], MEMORY_ANNOTATION)
+        mem = _float(ann[MEMORY_ANNOTATION], MEMORY_ANNOTATION, 0, MAX_GPU_MEMORY_MIB)
     terms = _model_terms(spec)
     try:
-        mig_profile, mig_count = mig_request(spec, _quantity)
+        mig_profile, mig_count = mig_request(spec, _count)
     except ValueError as exc:
         raise PodSpecError(str(exc)) from None
     mig_single = False
@@ -218,8 +236,9 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         gpus, milli = 0, 0  # the slice's own memory applies; gpu-memory only sizes within it
     elif FRACTION_ANNOTATION in ann:
         frac = _float(ann[FRACTION_ANNOTATION], FRACTION_ANNOTATION)
-        if not 0 < frac <= 1:
-            raise PodSpecError(f"{FRACTION_ANNOTATION} must be in (0, 1], got {frac}")
+        # demand is counted in milli-GPUs: a share that rounds to 0 would take nothing
+        if not 0.001 <= frac <= 1:
+            raise PodSpecError(f"{FRACTION_ANNOTATION} must be in [0.001, 1], got {frac}")
         gpus, milli = 1, int(round(frac * 1000))
     elif mem > 0 and not gpus:
         gpus, milli = 1, -1  # size known only against a node's GPU memory; resolved per node
@@ -229,7 +248,10 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         try:
             index = tuple(int(x) for x in str(ann[GPU_INDEX_ANNOTATION]).split(",") if x != "")
         except ValueError:
-            raise PodSpecError(f"{GPU_INDEX_ANNOTATION}: not a list of integers") from None
+            index = (-1,)
+        if any(i < 0 for i in index):
+            raise PodSpecError(f"{GPU_INDEX_ANNOTATION}: not a list of GPU indices "
+                               f"(integers >= 0): {ann[GPU_INDEX_ANNOTATION]!r}")
 
     workload = next((str(labels[k]) for k in workload_labels if labels.get(k)), "")
     if not workload:
@@ -244,11 +266,12 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         node=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase", "Pending")) if isinstance(status, dict) else "Pending",
         gpus=gpus, milli=milli, gpu_memory_mib=mem, workload=workload,
-        priority=int(_float(prio, "spec.priority")),
+        priority=int(_float(prio, "spec.priority", -2**31, 2**31 - 1)),
         deferrable=str(ann.get(DEFERRABLE_ANNOTATION, "")).lower() in ("true", "1", "yes"),
+        # a speed relative to running alone: a floor above 1 can never hold (0: none)
         slo_min_speed=_float(ann.get(MIN_SPEED_ANNOTATION, ann.get(SLO_ANNOTATION, 0)),
                              MIN_SPEED_ANNOTATION if MIN_SPEED_ANNOTATION in ann
-                             else SLO_ANNOTATION),
+                             else SLO_ANNOTATION, 0, 1),
         gpu_index=index, gpu_models=terms, queue=queue,
         created=timestamp(meta["creationTimestamp"]) if meta.get("creationTimestamp") else 0.0,
         started=timestamp(status["startTime"]) if isinstance(status, dict) and

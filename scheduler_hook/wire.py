@@ -57,7 +57,8 @@ def parse_args(body: bytes) -> ExtenderArgs:
     items = nodes_raw.get("items") or []
     names = []
     for i, node in enumerate(items):
-        name = node.get("metadata", {}).get("name") if isinstance(node, dict) else None
+        meta = node.get("metadata") if isinstance(node, dict) else None
+        name = meta.get("name") if isinstance(meta, dict) else None
         if not isinstance(name, str) or not name:
             raise WireError(f"Nodes.items[{i}].metadata.name must be a non-empty string")
         names.append(name)

@@ -32,6 +32,12 @@ class _OrjsonRequest(Request):
                     raise json.JSONDecodeError(f"not UTF-8 ({exc.reason})",
                                                body.decode("utf-8", "replace"),
                                                exc.start) from None
+                except json.JSONDecodeError:
+                    raise
+                except RecursionError:  # the same bare 400 otherwise
+                    raise json.JSONDecodeError("nested too deeply", "", 0) from None
+                except ValueError as exc:  # an integer of over 4,300 digits
+                    raise json.JSONDecodeError(str(exc).splitlines()[0], "", 0) from None
         return self._json
 
 

@@ -45,8 +45,9 @@ class ORJSONResponse(JSONResponse):
         return orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-class _TooLarge(Exception):
-    pass
+class _TooLarge(BaseException):
+    """BaseException: FastAPI turns any Exception raised while it reads a body into a bare
+    400, so an oversize chunked body would never reach the 413 below."""
 
 
 class Guard:

@@ -37,7 +37,7 @@ def _hook() -> ExtenderHook:
 DIRECT: list[str] = []  # verbs the protocol answered itself (the ASGI road never adds here)
 
 
-def _serve(fast: bool) -> tuple[uvicorn.Server, int]:
+def _serve(fast: bool, max_body: int = 16 * 1024 * 1024) -> tuple[uvicorn.Server, int]:
     app = create_app(_hook())
     port = free_port()
 
@@ -45,7 +45,7 @@ def _serve(fast: bool) -> tuple[uvicorn.Server, int]:
         return lambda body: (DIRECT.append(path), handle(body))[1]
 
     direct = {p: counted(p, h) for p, h in app.verb_handlers.items()}
-    cfg: dict[str, Any] = {"http": verb_protocol(direct)} if fast else {}
+    cfg: dict[str, Any] = {"http": verb_protocol(direct, max_body)} if fast else {}
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="warning", **cfg))
     threading.Thread(target=server.run, daemon=True).start()
@@ -58,9 +58,9 @@ def _serve(fast: bool) -> tuple[uvicorn.Server, int]:
 
 @pytest.fixture(scope="module")
 def servers() -> Iterator[dict[str, int]]:
-    plain, fast = _serve(False), _serve(True)
-    yield {"asgi": plain[1], "fast": fast[1]}
-    for server, _ in (plain, fast):
+    plain, fast, small = _serve(False), _serve(True), _serve(True, max_body=4096)
+    yield {"asgi": plain[1], "fast": fast[1], "small": small[1]}
+    for server, _ in (plain, fast, small):
         server.should_exit = True
 
 
@@ -141,3 +141,27 @@ def test_expect_continue_and_unknown_paths_take_the_asgi_road(servers):
     conn.request("POST", "/scheduler/nope", b"{}")
     assert conn.getresponse().status in (404, 405)
     assert DIRECT == []
+
+
+def test_a_body_over_the_limit_is_a_413_on_the_fast_path_and_the_connection_lives(servers):
+    path, body = BODIES[1]
+    big = json.dumps({"Pod": make_pod("p", gpus=1), "NodeNames": ["n%d" % i
+                                                                  for i in range(2000)]})
+    conn = http.client.HTTPConnection("127.0.0.1", servers["small"], timeout=5)
+    conn.request("POST", path, big.encode(), {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    assert resp.status == 413 and "over 4096 bytes" in json.loads(resp.read())["error"]
+    conn.request("POST", path, body, {"Content-Type": "application/json"})  # same connection
+    resp = conn.getresponse()
+    assert resp.status == 200 and json.loads(resp.read())[0]["Host"] == "n0"
+    conn.close()
+
+
+def test_a_failing_verb_is_a_json_500_naming_it_not_a_dropped_connection():
+    from scheduler_hook.app import verb_handlers
+
+    hook = _hook()
+    hook.filter = lambda args: 1 / 0  # a bug inside the hook, not the caller's input
+    status, payload = verb_handlers(hook)["/scheduler/filter"](BODIES[0][1])
+    assert status == 500
+    assert json.loads(payload) == {"error": "extender filter failed: ZeroDivisionError"}

@@ -137,6 +137,10 @@ def test_health_ready_metrics_and_explain(served):
     assert {"memory_fit", "fragmentation", "health", "packing"} <= set(comp)
     assert all(0 <= c["value"] <= 1 and c["reason"] for c in comp.values())
     assert client.get("/v1/explain/default/nobody").status_code == 404
+    assert len(client.get("/v1/explain/default/gpu-pod-1?limit=1").json()
+               ["prioritize"]["nodes"]) == 1
+    bad = client.get("/v1/explain/default/gpu-pod-1?limit=-1")  # was: the last node dropped
+    assert bad.status_code == 422 and "limit" in bad.text
 
 
 def test_fractional_pod_filtered_from_nodes_without_a_share_left():

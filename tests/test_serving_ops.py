@@ -2,6 +2,7 @@
 light import, the API served alone over TLS, the batcher."""
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -29,6 +30,24 @@ def test_token_and_body_limit(registry):
     assert client.post("/v1/interference", json={"pairs": [PAIR]}, headers=auth).status_code == 200
     big = client.post("/v1/interference", json={"pairs": [PAIR] * 400}, headers=auth)
     assert big.status_code == 413
+    # chunked: no Content-Length to refuse up front, the bytes received decide (FastAPI would
+    # turn the guard's stop into a bare 400 "error parsing the body")
+    body = json.dumps({"pairs": [PAIR] * 400}).encode()
+    chunked = client.post("/v1/interference", headers={**auth, "Content-Type": "application/json"},
+                          content=iter([body[i:i + 4096] for i in range(0, len(body), 4096)]))
+    assert chunked.status_code == 413 and "over 20000 bytes" in chunked.json()["error"]
+
+
+@pytest.mark.parametrize("body, reason", [
+    (b'{"pairs": ' + b"[" * 3000 + b"]" * 3000 + b"}", "nested too deeply"),
+    (b'{"pairs": [' + b"9" * 5000 + b"]}", "digits"),
+])
+def test_bodies_the_json_parsers_give_up_on_are_a_422_saying_why(registry, body, reason):
+    client, _ = api_client(registry)
+    r = client.post("/v1/interference", content=body,
+                    headers={"Content-Type": "application/json"})
+    assert r.status_code == 422 and r.json()["error"].startswith("body: not JSON")
+    assert reason in r.json()["error"]
 
 
 def test_hot_reload_swaps_and_refuses_a_broken_version(reg_copy):

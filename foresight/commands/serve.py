@@ -191,7 +191,7 @@ def register(app: typer.Typer) -> None:
         if handlers:
             from scheduler_hook.fastproto import verb_protocol
 
-            http = verb_protocol(handlers)
+            http = verb_protocol(handlers, int(max_body_mb * 1024 * 1024))
         try:
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
                         http=http, ssl_certfile=str(tls_cert) if tls_cert else None,

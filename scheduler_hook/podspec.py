@@ -125,7 +125,10 @@ def _float(value: Any, what: str, lo: float = -math.inf, hi: float = math.inf) -
     except (TypeError, ValueError):
         raise PodSpecError(f"{what}: not a number: {value!r}") from None
     if not lo <= x <= hi:  # also refuses NaN
-        raise PodSpecError(f"{what}: must be a number from {lo:g} to {hi:g}, got {value!r}")
+        def show(b: float) -> str:
+            return str(int(b)) if math.isfinite(b) and b == int(b) else f"{b:g}"
+        raise PodSpecError(f"{what}: must be a number from {show(lo)} to {show(hi)}, "
+                           f"got {value!r}")
     return x
 
 

@@ -90,7 +90,8 @@ def _rows(model: Any, s: pd.DataFrame) -> list[dict]:
     try:
         out = model.predict(s)
     except (KeyError, ValueError, TypeError) as exc:
-        raise ValueError(f"series: cannot forecast from it ({str(exc)[:160]})") from None
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]  # statsforecast: several
+        raise ValueError(f"series: cannot forecast from it ({first[:160]})") from None
     # a version published before per-series fallback has no `model` column: the model served
     who = out["model"] if "model" in out else pd.Series("model", index=out.index)
     out = out.drop(columns=[c for c in ("model",) if c in out]).fillna(0.0)

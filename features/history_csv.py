@@ -131,14 +131,19 @@ def _gpus(df: pd.DataFrame, node_mem: float | None, notes: Notes) -> tuple[np.nd
             notes.inferred(int(asked.sum()), "rows ask GPU memory but the nodes CSV gives no "
                            "gpu_memory: each takes a whole GPU")
             share = np.where(asked, 1.0, share)
+    off = np.isfinite(share) & ((share <= 0) | (share > 1))
+    notes.problem(int(off.sum()), "values of gpu_fraction / gpu_milli are not a share of one "
+                  "GPU in (0, 1]: the row's gpus are used")
     one = np.isnan(g) | (g == 1)
     g = np.where(one & np.isfinite(share) & (share > 0) & (share < 1), share, g)
     mig = np.zeros(n)
     if "mig_profile" in df:
         mg = df["mig_profile"].astype("string").str.extract(r"(\d+)g\.", expand=False)
         mig = pd.to_numeric(mg, errors="coerce").fillna(0).to_numpy(float)
+        mig = np.where(mig <= 7, mig, 0.0)  # a GPU has 7 compute slices: 9g is a typo
         odd = df["mig_profile"].notna() & (mig == 0)
-        notes.problem(int(odd.sum()), "values of mig_profile are not like 1g.10gb: ignored")
+        notes.problem(int(odd.sum()), "values of mig_profile are not a profile like 1g.10gb "
+                      "(1g-7g): ignored")
         g = np.where(mig > 0, 1.0, g)
     if "gpus" not in df and not {"gpu_fraction", "gpu_milli", "gpu_memory", "mig_profile"} & \
             set(df.columns):

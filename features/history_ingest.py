@@ -19,6 +19,7 @@ import pandas as pd
 from features import schema
 from features.history import History, Notes, finish_history, node_table
 from features.history_csv import seconds
+from features.ingest_store import read_parquet
 from ground.errors import ForesightError
 
 GANG_NAME = r"^(?P<job>.+)-(?:master|worker|launcher|ps|chief|leader|head|evaluator)-\d+$"
@@ -45,7 +46,7 @@ def _sample_nodes(root: Path) -> pd.DataFrame:
         ([root / "samples.parquet"] if (root / "samples.parquet").is_file() else [])
     seen = []
     for f in files:
-        s = pd.read_parquet(f, columns=["node", "gpu", "uuid"])
+        s = read_parquet(f, columns=["node", "gpu", "uuid"])
         seen.append(s.drop_duplicates())
     if not seen:
         return pd.DataFrame({"node": [], "gpus": []})
@@ -62,7 +63,7 @@ def read_ingest_history(root: Path | str, end: float | None = None) -> History:
         raise ForesightError(f"{root} has no pods.parquet: run `foresight ingest --out {root}` "
                              "first (or give --prometheus-url)")
     notes = Notes()
-    raw = pd.read_parquet(path)
+    raw = read_parquet(path)
     missing = [c for c in ("pod", "created", "gpu_request") if c not in raw.columns]
     for c in missing:
         notes.problem(len(raw), f"rows: pods.parquet has no column {c!r}")
@@ -72,7 +73,7 @@ def read_ingest_history(root: Path | str, end: float | None = None) -> History:
     if "gang" in raw:
         pods["gang"] = raw["gang"].fillna("").astype(str).to_numpy()
     if (root / NODES_FILE).is_file():
-        nodes = node_table(pd.read_parquet(root / NODES_FILE), notes)
+        nodes = node_table(read_parquet(root / NODES_FILE), notes)
         how = "nodes.parquet"
     else:
         nodes = node_table(_sample_nodes(root), notes)

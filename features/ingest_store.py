@@ -197,6 +197,35 @@ def nodes_and_gangs(source, root: Path, end: datetime, start: datetime) -> dict:
         return {"nodes": 0, "gang_pods": 0}
 
 
+def read_parquet(path: str | Path, **kw) -> pd.DataFrame:
+    """pd.read_parquet, a file that is not Parquet named in one line (pyarrow says
+    '<Buffer>': the user could not tell which of a directory's files is broken)."""
+    import pyarrow as pa
+
+    try:
+        return pd.read_parquet(path, **kw)
+    except (pa.ArrowException, OSError) as exc:
+        raise _unreadable(path, exc) from None
+
+
+def check_parquet(files: list[Path]) -> None:
+    """Every file's footer readable (a few KB each), else a one-line error naming the first
+    that is not: before a long run, and instead of a partition silently counted missing."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            pq.ParquetFile(f).metadata
+        except (pa.ArrowException, OSError) as exc:
+            raise _unreadable(f, exc) from None
+
+
+def _unreadable(path: str | Path, exc: Exception) -> ForesightError:
+    why = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+    return ForesightError(f"{path}: not a readable Parquet file ({why})")
+
+
 def partition_files(root: str | Path) -> list[Path]:
     return sorted((Path(root) / SAMPLES_DIR).glob("day=*/*.parquet"))
 

@@ -210,8 +210,12 @@ def backfill(openmetrics: str | Path, tsdb_dir: str | Path, *, promtool: str = "
     if exe is None:
         raise ForesightError("promtool is not on PATH: install Debian's prometheus package")
     source, target = Path(openmetrics), Path(tsdb_dir)
+    if source.is_dir():
+        raise ForesightError(f"OpenMetrics file {source} is a directory: give the file")
     if not source.is_file():
         raise ForesightError(f"OpenMetrics file {source} does not exist")
+    if target.exists() and not target.is_dir():  # the input itself, say: never written over
+        raise ForesightError(f"--tsdb {target} exists and is not a directory")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-backfill-", dir=target.parent))
     try:

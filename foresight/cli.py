@@ -6,11 +6,13 @@ function, so a new command is a new file and never an edit here.
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
 import sys
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from foresight import __version__, commands
 from ground.errors import ForesightError
@@ -58,6 +60,13 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Abort:
         err_console.print("aborted")
         return 130
+    except OSError as exc:  # a path the command could not read or write: the user's to fix
+        if os.environ.get("FORESIGHT_DEBUG"):
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        err_console.print(f"[bold red]error:[/] {escape(where + str(exc.strerror or exc))}",
+                          soft_wrap=True)
+        return 1
     except Exception as exc:  # click usage errors arrive here in non-standalone mode
         if isinstance(exc, _click_errors()):
             ctx = getattr(exc, "ctx", None)

@@ -159,6 +159,8 @@ def demand_from_forecast(rows: Iterable[dict], quantile: str = "p90") -> dict[st
         shape = uid.rsplit("|", 1)[-1]
         if not shape.startswith("mig:"):
             continue
+        if not 1 <= mig.profile_compute(shape[4:]) <= mig.COMPUTE_SLICES:
+            raise ValueError(f"forecast row {i}: {uid!r}: not a MIG profile like 1g.10gb")
         try:
             v = float(r[quantile])
         except (KeyError, TypeError, ValueError):

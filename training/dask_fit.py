@@ -28,7 +28,7 @@ def connect(address: str, timeout_s: float = 20.0):
         raise ForesightError("--dask-scheduler needs dask[distributed]: pip install 'dask[distributed]'") from None
     try:
         return Client(address, timeout=timeout_s)
-    except (OSError, TimeoutError) as exc:
+    except (OSError, TimeoutError, ValueError) as exc:  # ValueError: 'notaurl' (no port)
         raise ForesightError(f"cannot reach the Dask scheduler at {address}: "
                              f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
 

@@ -76,6 +76,7 @@ def from_partitions(data_dir: str, tables_dir: str | None = None) -> History:
     import json
 
     from features import schema
+    from features.ingest_store import check_parquet, read_parquet
     from features.sample_store import SampleStore
 
     store = SampleStore(Path(data_dir), set(TRAINING_METRICS))
@@ -86,10 +87,11 @@ def from_partitions(data_dir: str, tables_dir: str | None = None) -> History:
     if man and not man.get("complete", False):
         raise ForesightError(f"{data_dir}: the ingest is not complete (rerun `foresight ingest` "
                              "with the same --out to resume it)")
+    check_parquet(store.files)
     tables = {}
     for name, cols in (("pods", schema.POD_COLUMNS), ("queues", schema.QUEUE_SAMPLE_COLUMNS)):
         p = root / f"{name}.parquet"
-        tables[name] = schema.conform(pd.read_parquet(p), cols) if p.is_file() else None
+        tables[name] = schema.conform(read_parquet(p), cols) if p.is_file() else None
     if tables["pods"] is None or tables["pods"].empty:
         raise ForesightError(f"{data_dir}: no pods table (pods.parquet): the models need pods")
     queues = tables["queues"] if tables["queues"] is not None else schema.empty(
@@ -108,7 +110,7 @@ def from_partitions(data_dir: str, tables_dir: str | None = None) -> History:
         start, end = pd.Timestamp(pc.min(ts[0]).as_py()), pd.Timestamp(pc.max(ts[1]).as_py())
     return History(None, tables["pods"], queues, start, end,
                    man.get("source", f"partitions {data_dir}"),
-                   pd.read_parquet(lp) if lp.is_file() else None,
+                   read_parquet(lp) if lp.is_file() else None,
                    cluster.get("gpu_sharing", {}), cluster.get("gpu_model"),
                    store=store, step_s=man.get("step_s"))
 
@@ -126,7 +128,10 @@ def from_tables(data_dir: str, scratch: str | Path | None = None) -> History:
 
     table = Path(data_dir) / TABLE_FILES["samples"]
     if not Path(data_dir).is_dir():
-        raise ForesightError(f"data directory {data_dir} does not exist")
+        raise ForesightError(f"data directory {data_dir} does not exist"
+                             if not Path(data_dir).exists() else
+                             f"--data {data_dir} is a file: give the directory `foresight "
+                             "ingest` wrote")
     if not table.is_file():
         raise ForesightError(f"{data_dir} has no {table.name}: run `foresight ingest` or "
                              "`foresight simulate` first")

@@ -1,6 +1,8 @@
 """CLI sub-commands: every module here defines `register(app: typer.Typer) -> None`."""
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -31,6 +33,17 @@ def check_output(path: str | Path | None, option: str, *, directory: bool = Fals
     parent = next((q for q in p.parents if q.exists()), None)
     if parent is not None and not parent.is_dir():
         raise ForesightError(f"{option} {p}: {parent} is a file, not a directory")
+    # Can anything be created there? Asked now, not after an hour of work. A probe, because
+    # access() says yes to root on read-only mounts and pseudo file systems.
+    where = p if directory and p.is_dir() else parent
+    if where is not None:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".foresight-probe-", dir=where)
+        except OSError as exc:
+            raise ForesightError(f"{option} {p}: cannot write in {where} "
+                                 f"({exc.strerror or exc})") from None
+        os.close(fd)
+        os.unlink(probe)
 
 
 def one_source(options: Mapping[str, Path | None]) -> tuple[str, Path]:

@@ -24,6 +24,8 @@ def _read_forecast(path: Path) -> list[dict]:
             rows, header = list(reader), reader.fieldnames
     except FileNotFoundError:
         raise ForesightError(f"forecast not found: {path}") from None
+    except IsADirectoryError:
+        raise ForesightError(f"--forecast {path} is a directory: give the CSV file") from None
     except (UnicodeDecodeError, csv.Error) as exc:
         raise ForesightError(f"forecast {path}: not a CSV ({exc})") from None
     if header is None:  # not even a header: not a forecast of no demand
@@ -68,6 +70,8 @@ def _read_snapshot(path: Path) -> tuple[list[dict], list[dict]]:
         doc = json.loads(path.read_text())
     except FileNotFoundError:
         raise ForesightError(f"snapshot not found: {path}") from None
+    except IsADirectoryError:
+        raise ForesightError(f"--snapshot {path} is a directory: give the JSON file") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ForesightError(f"snapshot {path} is not JSON: {exc}") from None
     try:
@@ -127,7 +131,8 @@ def register(app: typer.Typer) -> None:
               freq: str = typer.Option("10min", "--freq", help="Bin size (--series)."),
               agg: str = typer.Option("mean", "--agg", help="mean: y = instances in use (a "
                                       "level); sum: y = instances requested per bin (--series)."),
-              val_bins: int = typer.Option(1008, "--val-bins", help="Calibration bins (--series)."),
+              val_bins: int = typer.Option(1008, "--val-bins", min=1,
+                                           help="Calibration bins (--series)."),
               quantile: str = typer.Option("p90", "--quantile", help="p10, p50 or p90."),
               custom: bool = typer.Option(False, "--custom", help="Also consider valid "
                                           "geometries that are not named in mig-parted's file."),

@@ -23,7 +23,7 @@ def replay_cmd(
     policy: str = typer.Option("foresight", "--policy", help="random, dotprod, gpuclustering, "
                                "gpupacking, bestfit, fgd, foresight or memaware (issue 19)."),
     tune: float = typer.Option(1.3, "--tune", help="Total GPU request / cluster capacity."),
-    seed: int = typer.Option(42, "--seed", help="Shuffle/sampling/tie-break seed."),
+    seed: int = typer.Option(42, "--seed", min=0, help="Shuffle/sampling/tie-break seed."),
     out: Optional[Path] = typer.Option(None, "--out", help="Write R.json here."),
     compare: bool = typer.Option(False, "--compare", help="Run every policy over --seeds "
                                  "and --traces and print them beside the published numbers."),
@@ -36,7 +36,8 @@ def replay_cmd(
                                            "csv folder (default ../shared/traces/openb-2023/csv)."),
     results_dir: Optional[Path] = typer.Option(None, "--published", help="With --compare: the "
                                                "fgd-atc23-results folder."),
-    workers: int = typer.Option(1, "--workers", help="With --compare: processes (max 2)."),
+    workers: int = typer.Option(1, "--workers", min=1, max=2,
+                                help="With --compare: processes (max 2)."),
     colocation: Optional[Path] = typer.Option(None, "--colocation", help="Beyond-packing mode: "
                                               "the Gavel pair CSV; counts slow co-locations "
                                               "and memory overflows."),
@@ -96,6 +97,9 @@ def _compare(traces: str, policies: str, seeds: str, csv_dir: Optional[Path],
 
     base = shared_traces_dir()
     csv_dir = csv_dir or base / "openb-2023" / "csv"
+    if results_dir is not None and not results_dir.is_dir():
+        raise ForesightError(f"--published {results_dir}: not a directory (give the "
+                             "fgd-atc23-results folder)")
     results_dir = results_dir or base / "fgd-atc23-results"
     names = list(SHARED_TRACES) if traces == "all" else [t.strip() for t in traces.split(",")]
     pols = list(POLICIES) if policies == "all" else [p.strip() for p in policies.split(",")]
@@ -117,7 +121,7 @@ def _compare(traces: str, policies: str, seeds: str, csv_dir: Optional[Path],
         console.print(f"[{done[0]}/{total}] {r['trace']} {r['policy']} seed {r['seed']}: "
                       f"{r['alloc_at_100']:.2f}% ({r['seconds']:.1f} s)", highlight=False)
 
-    results = run_grid(names, pols, seed_list, csv_dir, tune, max(1, min(workers, 2)), progress)
+    results = run_grid(names, pols, seed_list, csv_dir, tune, workers, progress)
     table = summary(results, published)
     view = Table(title=f"allocated GPU % at 100% arrived load, tune {tune}, seeds {seeds}")
     for col in table.columns:

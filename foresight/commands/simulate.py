@@ -19,7 +19,7 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 
 def simulate(
     out: Path = typer.Option(..., "--out", help="Output directory."),
-    seed: int = typer.Option(0, "--seed", help="Random seed: same seed, same bytes."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Random seed: same seed, same bytes."),
     days: float = typer.Option(2.0, "--days", help="Length of the history in days."),
     nodes: int = typer.Option(4, "--nodes", help="GPU nodes."),
     gpus_per_node: int = typer.Option(4, "--gpus-per-node", help="GPUs per node."),
@@ -38,6 +38,10 @@ def simulate(
     from simulator import SimConfig
     from simulator.partitioned import write_partitioned
 
+    from foresight.commands import check_output
+
+    if metrics is not None and not any(m.strip() for m in metrics.split(",")):
+        raise ForesightError(f"--metrics {metrics!r}: names no metric (default: all)")
     try:
         cfg = SimConfig(seed=seed, days=days, step_s=step, nodes=nodes,
                         gpus_per_node=gpus_per_node, gpu_model=gpu_model, load=load,
@@ -53,9 +57,10 @@ def simulate(
         raise ForesightError("that history is too large (> 20 M GPU-steps, ~4 GB of memory): "
                              "use fewer days or GPUs, or a longer --step")
     t0 = time.perf_counter()
-    if out.exists() and not out.is_dir():
-        raise ForesightError(f"output {out} exists and is not a directory")
+    check_output(out, "--out", directory=True)
     _refuse_real_history(out)
+    # this run's files only: an earlier run's OpenMetrics export would describe other pods
+    (out / "history.om").unlink(missing_ok=True)
     # samples by (day, metric) as `foresight ingest` writes them: `train --data` streams them;
     # an earlier run's samples (partitions of other days, or the older flat table) are replaced
     shutil.rmtree(out / "samples", ignore_errors=True)
@@ -78,6 +83,9 @@ def _refuse_real_history(out: Path) -> None:
 
     man = out / "ingest.json"
     if not man.is_file():
+        if out.is_dir() and any(out.iterdir()):
+            raise ForesightError(f"--out {out} is not empty and holds no Foresight dataset: "
+                                 "give a new or empty directory")
         return
     try:
         source = str(json.loads(man.read_text()).get("source", ""))

@@ -86,6 +86,8 @@ def timeline_cmd(
     seed_list = parse_seeds(seeds)
     check_output(out, "--out", inputs={"--nodes": nodes})
     check_output(plot, "--plot", inputs={"--nodes": nodes})
+    if out is not None and plot is not None and out.resolve() == plot.resolve():
+        raise ForesightError(f"--out and --plot both name {out}: give two files")
     path = nodes or shared_traces_dir() / DEFAULT_NODES
     if not path.is_file():
         raise ForesightError(f"nodes file not found: {path} (give --nodes)")

@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
                                            help="Refuse history covering less of the window."),
         data: Optional[str] = typer.Option(None, "--data", help="Directory of Parquet tables."),
         synthetic: bool = typer.Option(False, "--synthetic", help="Train on a generated cluster."),
-        seed: int = typer.Option(0, "--seed", help="Synthetic history seed (and model seed)."),
+        seed: int = typer.Option(0, "--seed", min=0, help="Synthetic history seed (and model seed)."),
         days: float = typer.Option(4.0, "--days", help="Synthetic history length in days."),
         nodes: int = typer.Option(4, "--nodes", help="Synthetic cluster nodes (4 GPUs each)."),
         holdout: str = typer.Option("1d", "--holdout", help="Most recent window kept for the backtest."),
@@ -136,6 +136,10 @@ def register(app: typer.Typer) -> None:
             raise ForesightError(f"--tolerance {tolerance}: must be a finite share above -1")
         if not 0 <= min_coverage <= 1:
             raise ForesightError(f"--min-coverage {min_coverage}: must be in [0, 1]")
+        picked = tuple(k.strip() for k in kinds.split(",") if k.strip()) if kinds else KINDS
+        unknown = [k for k in picked if k not in KINDS]
+        if not picked or unknown:  # before the history is read, not after
+            raise ForesightError(f"--kinds {kinds!r}: choose from {', '.join(KINDS)}")
         check_output(out, "--out", directory=True)
         check_output(scratch, "--scratch", directory=True)
         if "://" not in registry:
@@ -143,7 +147,7 @@ def register(app: typer.Typer) -> None:
         if scratch:
             Path(scratch).mkdir(parents=True, exist_ok=True)
         cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
-                          kinds=tuple(k.strip() for k in kinds.split(",")) if kinds else KINDS,
+                          kinds=picked,
                           n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run,
                           beat_baseline=beat_baseline, group_gpus=group_gpus,
                           scratch=scratch, interference_alpha=interference_alpha,

@@ -46,6 +46,9 @@ def _history(data, prometheus_url, jobs, nodes, out, since, end):
         err.print(f"ingesting {since} of history from {prometheus_url} into {data}")
         ingest_history(prometheus_url, data, parse_duration(since),
                        parse_time(end) if end else None)
+    elif not Path(data).is_dir():
+        raise ForesightError(f"--data {data}: not a directory (give what `foresight ingest "
+                             "--out` wrote)")
     from features.history_ingest import read_ingest_history
 
     return read_ingest_history(data, end_s)

@@ -88,6 +88,9 @@ def summary(results: list[dict], published: pd.DataFrame | None, n: int = 100) -
     return table.round(3)
 
 
+MAX_SEEDS = 1000
+
+
 def parse_seeds(text: str) -> list[int]:
     """'42-51' or '1,2,5' -> list of seeds."""
     try:
@@ -98,6 +101,9 @@ def parse_seeds(text: str) -> list[int]:
                 if int(b) < int(a):
                     raise ForesightError(f"bad --seeds {text!r}: range {part.strip()} runs "
                                          "backwards (write low-high)")
+                if int(b) - int(a) >= MAX_SEEDS:
+                    raise ForesightError(f"--seeds {text!r}: range {part.strip()} names "
+                                         f"over {MAX_SEEDS:,} seeds, the most per run")
                 seeds += list(range(int(a), int(b) + 1))
             elif part.strip():
                 seeds.append(int(part))
@@ -105,5 +111,10 @@ def parse_seeds(text: str) -> list[int]:
         raise ForesightError(f"bad --seeds {text!r}: use e.g. 42-51 or 1,2,3") from None
     if not seeds:
         raise ForesightError("--seeds is empty")
+    if min(seeds) < 0:
+        raise ForesightError(f"bad --seeds {text!r}: seeds are integers >= 0")
+    if len(seeds) > MAX_SEEDS:  # 0-10000 for 0-10 would run for days
+        raise ForesightError(f"--seeds {text!r} names {len(seeds):,} seeds; at most "
+                             f"{MAX_SEEDS:,} per run")
     return seeds
 

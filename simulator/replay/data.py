@@ -21,6 +21,8 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 def read_table(path: Path | str, required: tuple[str, ...], what: str) -> pd.DataFrame:
     path = Path(path)
+    if path.is_dir():
+        raise ForesightError(f"{what} file {path} is a directory: give the CSV file")
     if not path.is_file():
         raise ForesightError(f"{what} file not found: {path}")
     try:
@@ -36,7 +38,8 @@ def read_table(path: Path | str, required: tuple[str, ...], what: str) -> pd.Dat
 def _ints(df: pd.DataFrame, col: str, path: Path | str, empty_is_zero: bool = True
           ) -> np.ndarray:
     """A count column as int64; a value that is not a number (or an empty cell, unless it
-    reads as 0) is a one-line error naming it, not a traceback."""
+    reads as 0), or not a whole number from 0 to 2^53, is a one-line error naming it, not a
+    traceback or a node silently dropped."""
     num = pd.to_numeric(df[col], errors="coerce")
     bad = num.isna() & (df[col].notna() if empty_is_zero else True)
     if bad.any():
@@ -44,7 +47,13 @@ def _ints(df: pd.DataFrame, col: str, path: Path | str, empty_is_zero: bool = Tr
         v = df[col].iloc[i]
         what = "an empty cell" if pd.isna(v) else f"a non-numeric value {v!r}"
         raise ForesightError(f"{path}: column {col} has {what} (data row {i + 1})")
-    return num.fillna(0).to_numpy(np.int64)
+    vals = num.fillna(0).to_numpy(float)
+    bad = ~((vals >= 0) & (vals <= 2.0 ** 53) & (vals == np.floor(vals)))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ForesightError(f"{path}: column {col} has {df[col].iloc[i]} (data row {i + 1}): "
+                             "counts are whole numbers >= 0")
+    return vals.astype(np.int64)
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,11 @@ def to_nodes(df: pd.DataFrame) -> Nodes:
 
 def replay_input(h: History, warmup_s: float) -> ReplayInput:
     origin = float(np.floor((h.start + warmup_s) / FREQ_S) * FREQ_S)
-    if origin >= h.end:
-        from ground.errors import ForesightError
+    from ground.errors import ForesightError
 
+    if h.end <= h.start:  # --end before the first arrival cut everything away
+        raise ForesightError("no job arrives before the history's end (check --end)")
+    if origin >= h.end:
         raise ForesightError(f"the history spans {(h.end - h.start) / 86400:.2f} days: "
                              f"nothing is left to replay after a {warmup_s / 86400:g}-day "
                              "warm-up (lower --warmup)")

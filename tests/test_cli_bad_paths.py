@@ -1,0 +1,142 @@
+"""Bad paths and values to the replay, simulate, train, whatif and MIG commands (found by a CLI
+fuzz): one line and a non-zero exit, found before the work, and nothing stored written over."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from foresight.cli import main
+
+FIX = Path(__file__).parent / "fixtures" / "whatif"
+NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,64000,262144,4,V100\n"
+PODS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\np1,1000,1024,2,1000\n"
+
+
+def one_line(capsys, code: int, *needles: str) -> str:
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code != 0 and len(lines) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def csvs(tmp_path):
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "pods.csv").write_text(PODS)
+    return tmp_path
+
+
+@pytest.mark.parametrize("args", [["simulate", "--out", "{t}/s", "--seed", "-1"],
+                                  ["replay", "--pods", "{t}/pods.csv", "--nodes",
+                                   "{t}/nodes.csv", "--seed", "-1"],
+                                  ["timeline", "--nodes", "{t}/nodes.csv", "--seeds=-1"],
+                                  ["timeline", "--nodes", "{t}/nodes.csv", "--seeds", "0-5000"]])
+def test_negative_or_runaway_seeds_are_refused(csvs, capsys, args):
+    one_line(capsys, main([a.format(t=csvs) for a in args]), "seed")
+
+
+def test_an_output_where_nothing_can_be_created_is_refused_before_the_run(csvs, capsys):
+    # /proc takes no new file, even from root (a chmod-ed directory does not stop root)
+    one_line(capsys, main(["replay", "--pods", str(csvs / "pods.csv"), "--nodes",
+                           str(csvs / "nodes.csv"), "--out", "/proc/foresight-x/r.json"]),
+             "--out", "cannot write in /proc")
+
+
+def test_an_os_error_deeper_in_is_one_line(monkeypatch, capsys, tmp_path):
+    import foresight.commands.ingest as ingest
+
+    def denied(*_a, **_k):
+        raise PermissionError(13, "Permission denied", "/srv/tsdb")
+
+    monkeypatch.setattr(ingest, "backfill", denied)
+    om = tmp_path / "h.om"
+    om.write_text("# EOF\n")
+    assert one_line(capsys, main(["backfill", "--openmetrics", str(om), "--tsdb",
+                                  str(tmp_path / "t")])) == "error: /srv/tsdb: Permission denied"
+
+
+def test_simulate_keeps_out_of_a_foreign_directory_and_drops_its_own_stale_export(tmp_path,
+                                                                                  capsys):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("precious")
+    one_line(capsys, main(["simulate", "--out", str(mine), "--days", "0.05", "--nodes", "1"]),
+             "not empty", "no Foresight dataset")
+    assert (mine / "notes.txt").read_text() == "precious"
+    sim = tmp_path / "sim"
+    assert main(["simulate", "--out", str(sim), "--days", "0.05", "--nodes", "1",
+                 "--gpus-per-node", "1", "--openmetrics"]) == 0
+    assert (sim / "history.om").is_file()
+    assert main(["simulate", "--out", str(sim), "--days", "0.05", "--nodes", "1",
+                 "--gpus-per-node", "1", "--seed", "3"]) == 0
+    assert not (sim / "history.om").exists()  # it described the pods of the earlier run
+    capsys.readouterr()
+    one_line(capsys, main(["simulate", "--out", str(tmp_path / "x"), "--metrics", ","]),
+             "--metrics")
+
+
+def test_timeline_refuses_one_file_for_out_and_plot(csvs, capsys):
+    same = csvs / "same.x"
+    one_line(capsys, main(["timeline", "--nodes", str(csvs / "nodes.csv"), "--days", "0.1",
+                           "--policies", "bestfit", "--out", str(same), "--plot", str(same)]),
+             "--out and --plot")
+
+
+@pytest.mark.parametrize("table, row, needle", [
+    ("nodes", "n2,64000,262144,-4,V100", "column gpu has -4"),
+    ("nodes", "n2,64000,262144,1.5,V100", "column gpu has 1.5"),
+    ("pods", "p2,1000,1024,99999999999999999999,1000", "column num_gpu"),
+])
+def test_replay_counts_must_be_whole_and_not_negative(csvs, capsys, table, row, needle):
+    with (csvs / f"{table}.csv").open("a") as fh:
+        fh.write(row + "\n")
+    one_line(capsys, main(["replay", "--pods", str(csvs / "pods.csv"), "--nodes",
+                           str(csvs / "nodes.csv"), "--policy", "bestfit"]), needle)
+
+
+def test_replay_names_a_directory_given_as_a_csv(csvs, capsys):
+    one_line(capsys, main(["replay", "--pods", str(csvs), "--nodes", str(csvs / "nodes.csv")]),
+             "is a directory")
+
+
+def test_whatif_says_which_job_values_it_could_not_use(tmp_path):
+    from features.history_csv import read_csv_history
+
+    jobs = pd.read_csv(FIX / "jobs.csv", dtype=str)
+    jobs.loc[1, "gpu_fraction"] = "7"
+    jobs.loc[2, "mig_profile"] = "9g.999gb"
+    jobs.to_csv(tmp_path / "jobs.csv", index=False)
+    said = "\n".join(read_csv_history(tmp_path / "jobs.csv", FIX / "nodes.csv").notes.render())
+    assert "1 values of gpu_fraction / gpu_milli are not a share of one GPU" in said
+    assert "1 values of mig_profile are not a profile like 1g.10gb" in said
+
+
+def test_a_corrupt_parquet_file_is_named(tmp_path, capsys):
+    data = tmp_path / "d"
+    assert main(["simulate", "--out", str(data), "--days", "0.05", "--nodes", "1",
+                 "--gpus-per-node", "1"]) == 0
+    (data / "pods.parquet").write_bytes(b"x\n")
+    capsys.readouterr()
+    one_line(capsys, main(["whatif", "--data", str(data), "--warmup", "1h", "--out",
+                           str(tmp_path / "w"), "--no-report"]),
+             "pods.parquet: not a readable Parquet file")
+    one_line(capsys, main(["whatif", "--data", str(data / "ingest.json"), "--out",
+                           str(tmp_path / "w")]), "--data", "not a directory")
+
+
+def test_mig_plan_names_a_forecast_profile_no_gpu_has_and_a_directory(tmp_path, capsys):
+    demo = Path(__file__).resolve().parents[1] / "data" / "mig"
+    fc = pd.read_csv(demo / "demo_forecast.csv")
+    fc.loc[0, "unique_id"] = "inference|mig:99g.5gb"
+    fc.to_csv(tmp_path / "fc.csv", index=False)
+    one_line(capsys, main(["mig", "plan", "--snapshot", str(demo / "demo_snapshot.json"),
+                           "--forecast", str(tmp_path / "fc.csv")]), "99g.5gb",
+             "not a MIG profile")
+    shutil.copy(demo / "demo_snapshot.json", tmp_path / "snap.json")
+    one_line(capsys, main(["mig", "plan", "--snapshot", str(tmp_path), "--forecast",
+                           str(tmp_path / "fc.csv")]), "--snapshot", "is a directory")

@@ -117,6 +117,9 @@ class Registry:
         try:
             ptr = json.loads(self.fs.cat_file(path))
             return str(ptr["version"])
+        except IsADirectoryError:  # a hand edit (mkdir): a broken pointer, like bad JSON
+            raise ForesightError(f"{self.display(kind, POINTER)}: pointer is a directory, "
+                                 f"not a file") from None
         except (ValueError, KeyError, TypeError):
             raise ForesightError(f"{self.display(kind, POINTER)}: pointer is not valid JSON "
                                  f"with a version") from None
@@ -169,20 +172,26 @@ class Registry:
                                             "not listed in the manifest"))
         return problems
 
+    def check_pointer(self, kind: str) -> Problem | None:
+        """Why `current` of `kind` cannot be followed (None: it can, or nothing was published)."""
+        try:
+            cur = self.current(kind)
+        except ForesightError as exc:
+            return Problem(self.display(kind, POINTER), str(exc).split(": ", 1)[-1])
+        if cur is not None and cur not in self.versions(kind):
+            return Problem(self.display(kind, POINTER),
+                           f"points at version {cur}, which does not exist")
+        return None
+
     def verify(self) -> list[Problem]:
         """Check every version of every kind and every pointer."""
         problems = []
         for kind in self.kinds():
             for v in self.versions(kind):
                 problems += self.check(kind, v)
-            try:
-                cur = self.current(kind)
-            except ForesightError as exc:
-                problems.append(Problem(self.display(kind, POINTER), str(exc).split(": ", 1)[-1]))
-                continue
-            if cur is not None and cur not in self.versions(kind):
-                problems.append(Problem(self.display(kind, POINTER),
-                                        f"points at version {cur}, which does not exist"))
+            bad = self.check_pointer(kind)
+            if bad is not None:
+                problems.append(bad)
         return problems
 
     def fetch(self, kind: str, version: str | None = None,

@@ -26,13 +26,24 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
     if path is None:
         return cfg
     try:
-        user = yaml.safe_load(Path(path).read_text()) or {}
+        user = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
     except FileNotFoundError:
         raise ForesightError(f"config not found: {path}") from None
+    except OSError as exc:  # a directory, no permission: the user's to fix
+        raise ForesightError(f"cannot read config {path}: "
+                             f"{exc.strerror or type(exc).__name__}") from None
+    except UnicodeDecodeError as exc:
+        raise ForesightError(f"config {path} is not UTF-8 text ({exc.reason} at offset "
+                             f"{exc.start})") from None
     except yaml.YAMLError as exc:
         raise ForesightError(f"config {path} is not YAML: {str(exc).splitlines()[0]}") from None
     if not isinstance(user, dict):
         raise ForesightError(f"config {path}: expected a mapping at top level")
+    unknown = sorted(map(str, set(user) - set(cfg)))
+    if unknown:  # a misspelt key would otherwise leave its default silently in force
+        raise ForesightError(f"config {path}: unknown key {unknown[0]!r} (known: "
+                             f"{', '.join(sorted(cfg))})")
+    _check_sections(cfg, user, f"config {path}")
     merged = _merge(cfg, user)
     for key in ("weights", "fallback_weights"):
         for name, w in merged[key].items():
@@ -49,6 +60,18 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
     check_topology(merged, f"config {path}")
     _check_drain(merged, f"config {path}")
     return merged
+
+
+def _check_sections(base: dict, over: dict, where: str, prefix: str = "") -> None:
+    """A section that is a mapping by default must stay one: `weights: 5` would otherwise
+    replace it and fail later as an AttributeError (null too: it drops every default)."""
+    for key, v in over.items():
+        if not isinstance(base.get(key), dict):
+            continue
+        if not isinstance(v, dict):
+            raise ForesightError(f"{where}: {prefix}{key} must be a mapping, got {v!r:.60} "
+                                 f"(leave it out to keep the defaults)")
+        _check_sections(base[key], v, where, f"{prefix}{key}.")
 
 
 def _check_drain(cfg: dict, where: str) -> None:

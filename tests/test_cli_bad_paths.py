@@ -81,7 +81,7 @@ def test_simulate_keeps_out_of_a_foreign_directory_and_drops_its_own_stale_expor
 
 
 def test_timeline_refuses_one_file_for_out_and_plot(csvs, capsys):
-    same = csvs / "same.x"
+    same = csvs / "same.png"
     one_line(capsys, main(["timeline", "--nodes", str(csvs / "nodes.csv"), "--days", "0.1",
                            "--policies", "bestfit", "--out", str(same), "--plot", str(same)]),
              "--out and --plot")
@@ -140,3 +140,39 @@ def test_mig_plan_names_a_forecast_profile_no_gpu_has_and_a_directory(tmp_path, 
     shutil.copy(demo / "demo_snapshot.json", tmp_path / "snap.json")
     one_line(capsys, main(["mig", "plan", "--snapshot", str(tmp_path), "--forecast",
                            str(tmp_path / "fc.csv")]), "--snapshot", "is a directory")
+
+
+def test_check_output_guards_models_images_and_inputs_inside_an_output(tmp_path):
+    import json
+
+    from foresight.commands import check_output, distinct_outputs
+    from ground.errors import ForesightError
+
+    usage = tmp_path / "usage"
+    usage.mkdir()
+    (usage / "manifest.json").write_text(json.dumps({"kind": "usage"}))
+    check_output(usage, "--save", directory=True, model="usage")  # the earlier run's: replaced
+    with pytest.raises(ForesightError, match="holds a usage model, not a demand model"):
+        check_output(usage, "--save", directory=True, model="demand")
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "series.csv").write_text("unique_id,ds,y\n")
+    with pytest.raises(ForesightError, match="holds other files"):
+        check_output(tmp_path / "mine", "--save", directory=True, model="demand")
+    with pytest.raises(ForesightError, match="would overwrite the input given as --series"):
+        check_output(tmp_path / "mine", "--save", directory=True,
+                     inputs={"--series": tmp_path / "mine" / "series.csv"})
+    check_output(tmp_path / "new", "--save", directory=True, model="demand")
+    with pytest.raises(ForesightError, match="an image path ends in one of .png"):
+        check_output(tmp_path / "plot.txt", "--plot", image=True)
+    check_output(tmp_path / "plot.PNG", "--plot", image=True)
+    with pytest.raises(ForesightError, match="--out and --save both name"):
+        distinct_outputs({"--out": tmp_path / "a.csv", "--save": tmp_path / "." / "a.csv"})
+
+
+def test_demand_backtest_checks_its_default_plot_before_writing(tmp_path, capsys):
+    series = tmp_path / "s.png"  # an input that happens to sit where the default plot goes
+    series.write_text("unique_id,ds,y\nq,2026-01-01T00:00:00Z,1\n")
+    one_line(capsys, main(["demand", "backtest", "--series", str(series), "--test-start",
+                           "2026-01-01", "--out", str(tmp_path / "s.csv")]),
+             "would overwrite the input given as --series")
+    assert series.read_text().startswith("unique_id")

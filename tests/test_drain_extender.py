@@ -205,7 +205,7 @@ def test_runtime_loader_serves_the_registry_model_at_the_configured_quantile(tmp
     ({"drain_replan_s": True}, "drain_replan_s must be a number"),
     ({"drain_big_order": -1}, "drain_big_order must be a number >= 0"),
     ({"runtime": {"quantile": "p99"}}, "runtime.quantile must be p10, p50 or p90"),
-    ({"runtime": "p50"}, "runtime.quantile must be"),
+    ({"runtime": "p50"}, "runtime must be a mapping"),
 ])
 def test_bad_drain_config_is_a_one_line_error(tmp_path, cfg, says):
     import yaml

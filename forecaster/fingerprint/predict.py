@@ -235,7 +235,7 @@ class NewJobPredictor:
         if self.clf_ is not None:
             (p / "workload.txt").write_text(self.clf_.booster_.model_to_string())
         (p / "manifest.json").write_text(json.dumps({
-            "schema_version": SCHEMA_VERSION, "coverage": self.coverage,
+            "schema_version": SCHEMA_VERSION, "kind": "new-job", "coverage": self.coverage,
             "confidence": self.confidence,
             "features": list(CAT_FEATURES + NUM_FEATURES), "levels": self.levels_,
             "center_log_mib": self.center_, "q_key": self.q_key_, "q_pooled": self.q_pooled_,

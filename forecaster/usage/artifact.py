@@ -29,7 +29,8 @@ def save_usage(m: Any, path: str | Path) -> None:
     if hasattr(still, "booster_"):  # fitted or loaded: not the one-class constant
         (p / "still.txt").write_text(still.booster_.model_to_string())
     (p / "manifest.json").write_text(json.dumps({
-        "schema_version": SCHEMA_VERSION, "horizon": m.horizon, "base": m.base_,
+        "schema_version": SCHEMA_VERSION, "kind": "usage", "horizon": m.horizon,
+        "base": m.base_,
         "features": m.features_, "quantiles": m.q_, "coverage": m.coverage,
         "ses_alpha": m.ses_alpha_, "ses_grid": list(m.ses_grid),
         "served": m.served_, "served_series": m.served_series_,

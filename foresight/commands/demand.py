@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.commands import check_output, format_error, one_source
+from foresight.commands import check_output, distinct_outputs, format_error, one_source
 from ground.errors import ForesightError
 
 
@@ -116,7 +116,9 @@ def register(app: typer.Typer) -> None:
         kw = _target(target, agg)
         _check_val_bins(val_bins)
         check_output(out, "--out", inputs={"--series": series})
-        check_output(plot, "--plot", inputs={"--series": series})
+        png = plot or out.with_suffix(".png")  # the default sits beside --out
+        check_output(png, "--plot", inputs={"--series": series}, image=True)
+        distinct_outputs({"--out": out, "--plot": png})
         df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
         if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:
@@ -132,7 +134,6 @@ def register(app: typer.Typer) -> None:
                   if c in pred]]
         out.parent.mkdir(parents=True, exist_ok=True)
         pred[cols].round(6).to_csv(out, index=False)  # undo float noise of per-queue scaling
-        png = plot or out.with_suffix(".png")
         png.parent.mkdir(parents=True, exist_ok=True)
         uid = plot_busiest(pred, str(png), f"horizon {horizon}, agg {agg}:")
         table = Table(title=f"demand backtest: horizon {horizon}, agg {agg}, {len(pred)} origins, "
@@ -165,7 +166,7 @@ def register(app: typer.Typer) -> None:
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
         _check_val_bins(val_bins)
-        check_output(save, "--save", directory=True)
+        check_output(save, "--save", directory=True, model="demand", inputs={"--series": series})
         df = _load(series, freq, agg, fill, target)
         if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
             raise ForesightError(f"series too short for a {val_bins}-bin calibration window: lower --val-bins")

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.commands import check_output
+from foresight.commands import check_output, distinct_outputs
 from ground.errors import ForesightError
 
 if TYPE_CHECKING:
@@ -101,7 +101,9 @@ def build(data: Optional[Path] = typer.Option(None, "--data", help="Directory of
     if (data is None) == (csv is None):
         raise ForesightError("give exactly one of --data DIR and --csv FILE")
     check_output(out, "--out", inputs={"--data": data, "--csv": csv})
-    check_output(predictor, "--predictor", directory=True)
+    check_output(predictor, "--predictor", directory=True, model="new-job",
+                 inputs={"--data": data, "--csv": csv})
+    distinct_outputs({"--out": out, "--predictor": predictor})
     if csv is not None:
         if method != "cpd" or predictor is not None:
             raise ForesightError("--csv supports --method cpd only and no --predictor "
@@ -151,7 +153,7 @@ def show(workload: str = typer.Argument(..., help="Workload key as listed by bui
     """Plot a workload's phase timeline (longest run) and per-phase profile."""
     from forecaster.fingerprint.plot import plot_fingerprint
 
-    check_output(out, "--out", inputs={"--fingerprint": fingerprint})
+    check_output(out, "--out", inputs={"--fingerprint": fingerprint}, image=True)
     doc = _load_fp(fingerprint)
     if workload not in doc["workloads"]:
         raise ForesightError(f"unknown workload {workload!r}; known: "

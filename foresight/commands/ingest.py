@@ -59,9 +59,11 @@ def ingest_cmd(
     ca_file: Optional[Path] = typer.Option(None, help="CA bundle to verify the server's TLS certificate."),
     insecure: bool = typer.Option(False, help="Skip TLS verification."),
     timeout: float = typer.Option(60.0, help="Per-request timeout in seconds."),
-    retries: int = typer.Option(3, help="Retries on 5xx, 429 and timeouts, with exponential backoff."),
+    retries: int = typer.Option(3, min=0, help="Retries on 5xx, 429 and timeouts, with exponential backoff."),
 ) -> None:
     """Read GPU, pod and queue history from Prometheus into Parquet tables."""
+    if not timeout > 0:  # typer's min= cannot say "strictly above"; this also refuses NaN
+        raise ForesightError(f"--timeout {timeout}: must be > 0 seconds")
     end_t = parse_time(end) if end else now_utc()
     start_t = parse_time(start) if start else end_t - parse_duration(since)
     step_s = parse_duration(step).total_seconds()

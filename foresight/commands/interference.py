@@ -57,7 +57,8 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
     """Fit the interference model on a pair table and save it."""
     from forecaster.interference.model import InterferenceModel
 
-    check_output(model_dir, "--model-dir", directory=True)
+    check_output(model_dir, "--model-dir", directory=True, model="interference",
+                 inputs={"--pairs": pairs})
     table = _read(pairs, require_targets=True)
     model = InterferenceModel(seed=seed, alpha=alpha, admit_risk=admit_risk).fit(table)
     model.save(model_dir)

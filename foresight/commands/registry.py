@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 import sys
@@ -21,14 +22,17 @@ def _primary(manifest: dict) -> str:
     return ""
 
 
-def _open(registry: str):
+def _open(registry: str, published: bool = False):
     """The registry at `registry`, which must exist: a mistyped path is not an empty registry
-    (verify would pass on it)."""
+    (verify would pass on it). `published`: it must also hold `models/`, which every publish
+    creates (an unrelated directory would verify as "ok: 0 versions")."""
     from artifacts.registry import Registry
 
     reg = Registry(registry)
     if not reg.fs.isdir(reg.root):
         raise ForesightError(f"registry {registry} does not exist or is not a directory")
+    if published and not reg.fs.isdir(reg._p()):
+        raise ForesightError(f"{registry} is not a Foresight registry (no models/ directory)")
     return reg
 
 
@@ -44,7 +48,10 @@ def register(app: typer.Typer) -> None:
             table.add_column(col)
         kinds = reg.kinds()
         for kind in kinds:
-            cur = reg.current(kind)
+            bad = reg.check_pointer(kind)
+            cur = None if bad else reg.current(kind)
+            if bad:  # its own row: no version is in service, and verify fails on it
+                table.add_row(kind, "current", "", "", "", "", f"[red]{escape(bad.reason)}")
             for v in reg.versions(kind):
                 problems = reg.check(kind, v)
                 body = {} if problems else reg.manifest(kind, v)
@@ -64,15 +71,15 @@ def register(app: typer.Typer) -> None:
                  version: str = typer.Argument(..., help="Version to put back in service."),
                  registry: str = _REG) -> None:
         """Point `current` of KIND at VERSION (which must verify)."""
-        reg = _open(registry)
-        before = reg.current(kind)
+        reg = _open(registry, published=True)
+        before = reg.current(kind) if reg.check_pointer(kind) is None else "(broken)"
         reg.rollback(kind, version)
         console.print(f"{kind}: current {before} -> {version}")
 
     @sub.command("verify")
     def verify(registry: str = _REG) -> None:
         """Check every artifact's checksum and schema; exit 1 naming each bad file."""
-        reg = _open(registry)
+        reg = _open(registry, published=True)
         problems = reg.verify()
         n = sum(len(reg.versions(k)) for k in reg.kinds())
         for p in problems:

@@ -129,6 +129,11 @@ def register(app: typer.Typer) -> None:
             raise ForesightError(f"--max-body-mb {max_body_mb}: must be > 0")
         if kubeconfig is not None and not kubeconfig.is_file():
             raise ForesightError(f"kubeconfig not found: {kubeconfig}")
+        if snapshot is not None and snapshot.is_dir():
+            raise ForesightError(f"--snapshot {snapshot}: is a directory, not a snapshot file")
+        if demand_series is not None:
+            _check_series(demand_series)
+        _check_listen(host, port)
         import uvicorn
         from uvicorn.config import LOG_LEVELS
 
@@ -202,6 +207,55 @@ def register(app: typer.Typer) -> None:
                 poller.stop()
             if watcher is not None:
                 watcher.stop()
+
+
+def _check_series(path: Path) -> None:
+    """Read the demand series as GET /v1/demand will, now: wrong columns are one line at start,
+    not a 4xx on every request later."""
+    from serving.demand import read_series
+
+    if not path.is_file():
+        raise ForesightError(f"--demand-series {path}: not found or not a file")
+    try:
+        read_series(path)
+    except ForesightError as exc:
+        raise ForesightError(f"--demand-series: {str(exc).splitlines()[0]}") from None
+    except (ValueError, TypeError) as exc:  # a `ds` that is not a time
+        raise ForesightError(f"--demand-series {path}: unusable ds column: "
+                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+                             ) from None
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Bind (host, port) as uvicorn's server will (SO_REUSEADDR, each address the host
+    resolves to) and let go: a port in use or a bad host is one line here, not uvicorn's log
+    lines and exit code 3 after the models loaded."""
+    import errno
+    import socket
+
+    unavailable: OSError | None = None
+    bound = 0
+    try:
+        for family, kind, proto, _, addr in set(socket.getaddrinfo(
+                host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)):
+            with socket.socket(family, kind, proto) as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                try:
+                    sock.bind(addr)
+                    bound += 1
+                except OSError as exc:
+                    # asyncio skips an address family the host lacks (e.g. ::1 of localhost
+                    # without IPv6); the server still listens on the others
+                    if exc.errno != errno.EADDRNOTAVAIL:
+                        raise
+                    unavailable = exc
+        if not bound and unavailable is not None:
+            raise unavailable
+    except OSError as exc:  # socket.gaierror is one
+        raise ForesightError(f"cannot listen on {host}:{port}: "
+                             f"{exc.strerror or type(exc).__name__}") from None
 
 
 def _check_tls(cert: Path, key: Path) -> None:

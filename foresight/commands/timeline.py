@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.commands import check_output
+from foresight.commands import check_output, distinct_outputs
 from ground.errors import ForesightError
 
 console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -85,9 +85,8 @@ def timeline_cmd(
         raise ForesightError("--horizon must be between 1 and 36 bins")
     seed_list = parse_seeds(seeds)
     check_output(out, "--out", inputs={"--nodes": nodes})
-    check_output(plot, "--plot", inputs={"--nodes": nodes})
-    if out is not None and plot is not None and out.resolve() == plot.resolve():
-        raise ForesightError(f"--out and --plot both name {out}: give two files")
+    check_output(plot, "--plot", inputs={"--nodes": nodes}, image=True)
+    distinct_outputs({"--out": out, "--plot": plot})
     path = nodes or shared_traces_dir() / DEFAULT_NODES
     if not path.is_file():
         raise ForesightError(f"nodes file not found: {path} (give --nodes)")

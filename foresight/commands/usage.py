@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from foresight.commands import check_output, format_error, one_source
+from foresight.commands import check_output, distinct_outputs, format_error, one_source
 from ground.errors import ForesightError
 
 console = Console(highlight=False)
@@ -103,7 +103,9 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     if recent_window is not None and recent_window < 0:
         raise ForesightError(f"bad --recent-window {recent_window}: must be >= 0 bins")
     check_output(out, "--out", inputs={"--series": series_csv, "--phases": phases})
-    check_output(save, "--save", directory=True)
+    check_output(save, "--save", directory=True, model="usage",
+                 inputs={"--series": series_csv, "--phases": phases})
+    distinct_outputs({"--out": out, "--save": save})
     try:
         start = pd.Timestamp(test_start)
     except ValueError:

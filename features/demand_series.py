@@ -11,7 +11,8 @@ Builders turn the outside world's tables into regular-binned long series:
 - `helios_series`: the Helios Earth per-VC minute files, `y = running_gpu_num +
   pending_gpu_num` (the GPU demand; `total_gpu_num` is the quota), averaged per bin.
 `read_series_csv` loads and validates a user's S.csv; `parse_freq`/`horizon_bins` validate the
-CLI's frequency and horizon strings. Every user error is a one-line ForesightError.
+CLI's frequency and horizon strings; `parse_times`/`seconds_to_utc` read the time columns of
+user files. Every user error is a one-line ForesightError naming the first bad data row.
 """
 from __future__ import annotations
 
@@ -22,6 +23,86 @@ import pandas as pd
 
 from features.schema import LONG_COLUMNS
 from ground.errors import ForesightError
+
+#: Most bins one series may take on its regular grid (a week of 1-s bins is 604,800): beyond,
+#: a too-small --freq would allocate without bound before any error.
+MAX_BINS = 10_000_000
+#: Most rows all series together may take (about 2.5 GB of long table).
+MAX_ROWS = 100_000_000
+#: Largest |y| taken: beyond, scaling and squared errors overflow float64 (inf in the output).
+MAX_Y = 1e15
+_UNIX = pd.Timestamp("1970-01-01", tz="UTC")
+# a UTC offset (Z, +05:00, -0130, +05) after a time of day: tells zoned from naive strings
+_ZONED = r"[T ]\d\d(?::?\d\d(?::?\d\d(?:[.,]\d+)?)?)?\s*(?:Z|[+-]\d\d(?::?\d\d)?)$"
+
+
+def data_row(mask: pd.Series) -> int:
+    """1-based data row (header not counted) of the first True of `mask`: by index label
+    when the frame kept read_csv's row numbers, else by position."""
+    i = int(np.flatnonzero(mask.to_numpy(dtype=bool))[0])
+    label = mask.index[i]
+    return int(label) + 1 if isinstance(label, (int, np.integer)) else i + 1
+
+
+def seconds_to_utc(values: pd.Series, what: str, origin: pd.Timestamp = _UNIX) -> pd.Series:
+    """Numbers of seconds after `origin` (epoch seconds by default) as UTC datetimes; empty
+    stays NaT. A non-number, or a time past pandas' clock (years 1677..2262: epoch
+    milliseconds read as seconds land there), is refused naming its row."""
+    num = pd.to_numeric(values, errors="coerce")
+    bad = values.notna() & num.isna()
+    if bad.any():
+        raise ForesightError(f"{what}, data row {data_row(bad)}: {str(values[bad].iloc[0])!r} is "
+                             "not a number of seconds")
+    far = ~((num * 1e9 + origin.value).abs() < 9.2e18) & num.notna()
+    if far.any():
+        raise ForesightError(f"{what}, data row {data_row(far)}: {str(values[far].iloc[0])!r} "
+                             "seconds falls outside years 1677..2262 (milliseconds? give seconds)")
+    return origin + pd.to_timedelta(num, unit="s")
+
+
+def parse_times(values: pd.Series, what: str) -> pd.Series:
+    """A user file's time column as UTC datetimes: ISO 8601 / RFC 3339 strings (no offset:
+    UTC), or plain numbers as epoch seconds; empty stays NaT. Anything else is refused naming
+    its row: a day-first date, a zoned time among naive ones, a word. pandas would read
+    those month-first, shift the naive ones by the zoned ones' offset, or guess."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        return pd.to_datetime(values, utc=True)
+    given = values.notna()
+    num = pd.to_numeric(values, errors="coerce")
+    if given.any() and (num.notna() == given).all():  # all numbers: epoch seconds
+        return seconds_to_utc(values, what)
+    # each distinct string once (series share their time stamps); code -1 (empty) reads the
+    # sentinel appended last
+    codes, uniq = pd.factorize(values)
+    text = pd.Series([*uniq, None], dtype="string").str.strip().str.upper().str.replace(
+        r"\s*(?:UTC|GMT)$", "Z", regex=True)
+    zoned = text.str.contains(_ZONED, regex=True).fillna(False).to_numpy(dtype=bool)[codes]
+    if given.any():
+        mixed = given & (zoned != zoned[np.argmax(given.to_numpy())])
+        if mixed.any():
+            raise ForesightError(f"{what}, data row {data_row(mixed)}: "
+                                 f"{str(values[mixed].iloc[0])!r}: times with and without a UTC "
+                                 "offset are mixed; give all with one")
+    parsed = pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601", utc=True,
+                                             errors="coerce"))[codes]
+    bad = given & parsed.isna()
+    if bad.any():
+        raise ForesightError(f"{what}, data row {data_row(bad)}: {str(values[bad].iloc[0])!r} is "
+                             "not parsable as a time: use ISO 8601 / RFC 3339 "
+                             "(2026-01-04T18:10:00Z) or epoch seconds")
+    return pd.Series(parsed, index=values.index)
+
+
+def check_grid(first: pd.Series, last: pd.Series, step: pd.Timedelta, freq: str) -> None:
+    """Refuse, before allocating it, a regular grid of more than MAX_BINS bins in one series
+    (or MAX_ROWS in all): `first`/`last` are each series' first and last bin, by series."""
+    n = (last - first) // step + 1
+    if len(n) and n.max() > MAX_BINS:
+        raise ForesightError(f"frequency {freq!r}: series {n.idxmax()!s} would take "
+                             f"{int(n.max()):,} bins (at most {MAX_BINS:,}): give a larger --freq")
+    if n.sum() > MAX_ROWS:
+        raise ForesightError(f"frequency {freq!r}: the series would take {int(n.sum()):,} rows "
+                             f"(at most {MAX_ROWS:,}): give a larger --freq")
 
 
 def parse_freq(freq: str) -> pd.Timedelta:
@@ -48,37 +129,55 @@ def horizon_bins(horizon: str, freq: str) -> int:
 
 
 def validate_long(df: pd.DataFrame, what: str = "series") -> pd.DataFrame:
-    """Check and conform a long table: columns present, ds parsable, y numeric and finite."""
+    """Check and conform a long table: columns present, ds parsable (parse_times), y numeric,
+    finite and within +-MAX_Y."""
     missing = [c for c in LONG_COLUMNS if c not in df.columns]
     if missing:
         raise ForesightError(f"{what}: missing column(s) {', '.join(missing)}; need unique_id, ds, y")
     if df.empty:
         raise ForesightError(f"{what}: no rows")
     out = pd.DataFrame({"unique_id": df["unique_id"].astype(str)})
-    try:
-        out["ds"] = pd.to_datetime(df["ds"], utc=True)
-    except (ValueError, TypeError) as exc:
-        raise ForesightError(f"{what}: column ds is not parsable as timestamps ({str(exc).splitlines()[0]})") from None
+    out["ds"] = parse_times(df["ds"], f"{what}: column ds")
     y = pd.to_numeric(df["y"], errors="coerce")
     bad = y.isna() | ~np.isfinite(y.fillna(0.0))
     if bad.any():
-        raise ForesightError(f"{what}: column y has {int(bad.sum())} non-numeric or empty value(s), first {df['y'][bad].iloc[0]!r}")
+        raise ForesightError(f"{what}: column y has {int(bad.sum())} non-numeric or empty "
+                             f"value(s), first {df['y'][bad].iloc[0]!r} (data row {data_row(bad)})")
+    big = y.abs() > MAX_Y
+    if big.any():
+        raise ForesightError(f"{what}: column y, data row {data_row(big)}: "
+                             f"{str(df['y'][big].iloc[0])!r} is beyond +-{MAX_Y:g}")
     if out["ds"].isna().any():
-        raise ForesightError(f"{what}: column ds has {int(out['ds'].isna().sum())} empty value(s)")
+        raise ForesightError(f"{what}: column ds has {int(out['ds'].isna().sum())} empty "
+                             f"value(s), first data row {data_row(out['ds'].isna())}")
     out["y"] = y.astype("float64")
     return out.reset_index(drop=True)
 
 
 def read_series_csv(path: str | Path) -> pd.DataFrame:
-    """Read and validate S.csv (columns unique_id, ds, y; extra columns are ignored)."""
+    """Read and validate S.csv (columns unique_id, ds, y; extra columns are ignored). ds is
+    ISO 8601 / RFC 3339 (no offset: UTC) or epoch seconds. One row per (unique_id, ds), as
+    statsforecast asks: a duplicate is refused, not summed into a double count."""
     p = Path(path)
+    if p.is_dir():
+        raise ForesightError(f"series file {p} is a directory: give the CSV file")
     if not p.is_file():
         raise ForesightError(f"series file not found: {p}")
     try:
         df = pd.read_csv(p)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise ForesightError(f"cannot read {p}: {str(exc).splitlines()[0]}") from None
-    return validate_long(df, what=str(p))
+    out = validate_long(df, what=str(p))
+    empty = df["unique_id"].isna()  # else read as a series named "nan"
+    if empty.any():
+        raise ForesightError(f"{p}: column unique_id, data row {data_row(empty)} is empty")
+    dup = out.duplicated(["unique_id", "ds"])
+    if dup.any():
+        uid, ds = out.loc[dup, ["unique_id", "ds"]].iloc[0]
+        first = data_row((out["unique_id"] == uid) & (out["ds"] == ds))
+        raise ForesightError(f"{p}: data rows {first} and {data_row(dup)} are both series {uid!r} "
+                             f"at {ds}: give one row per series and time (sum or average them)")
+    return out
 
 
 def regularize(df: pd.DataFrame, freq: str, agg: str = "sum", fill: str = "auto") -> pd.DataFrame:
@@ -98,6 +197,8 @@ def regularize(df: pd.DataFrame, freq: str, agg: str = "sum", fill: str = "auto"
     d = validate_long(df)
     d["ds"] = d["ds"].dt.floor(step)
     d = d.groupby(["unique_id", "ds"], sort=True)["y"].agg(agg).reset_index()
+    span = d.groupby("unique_id")["ds"].agg(["min", "max"])
+    check_grid(span["min"], span["max"], step, freq)
     parts = []
     for uid, g in d.groupby("unique_id", sort=True):
         grid = pd.date_range(g["ds"].iloc[0], g["ds"].iloc[-1], freq=step)
@@ -118,8 +219,16 @@ def arrivals_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue
         if col not in pods.columns:
             raise ForesightError(f"pods table: missing column {col}")
     p = pods.dropna(subset=["created"])
+    if p.empty:
+        raise ForesightError("pods table: no pod has a creation time (column created)")
+    gpus = pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0.0)
+    if (gpus < 0).any():  # a count: a negative one would cancel other pods' requests
+        row = p[gpus < 0].iloc[0]
+        pod = "/".join(str(row[c]) for c in ("namespace", "pod") if c in p)
+        raise ForesightError(f"pods table: pod {pod or data_row(gpus < 0)} requests "
+                             f"{row['gpu_request']} GPUs: a count of GPUs is never negative")
     out = pd.DataFrame({"unique_id": p[by].astype(str), "ds": _bins(p["created"], step),
-                        "y": pd.to_numeric(p["gpu_request"], errors="coerce").fillna(0.0)})
+                        "y": gpus})
     return regularize(out, freq, "sum")
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from features.demand_series import parse_freq
+from features.demand_series import check_grid, data_row, parse_freq, seconds_to_utc
 from ground.errors import ForesightError
 
 #: Anchor of the trace's relative seconds (arbitrary; weekdays are relative to it).
@@ -23,13 +23,24 @@ TOTAL = "cluster"
 def read_dlrm(path: str | Path) -> pd.DataFrame:
     """Instances created inside the window: app, gpu_request, created (UTC timestamps)."""
     p = Path(path)
+    if p.is_dir():
+        raise ForesightError(f"DLRM trace {p} is a directory: give the trace's CSV file")
     if not p.is_file():
         raise ForesightError(f"DLRM trace not found: {p}")
     raw = pd.read_csv(p, usecols=["app_name", "gpu_request", "creation_time"])
     raw = raw.dropna(subset=["creation_time"])  # existed before the window: not an arrival
-    return pd.DataFrame({"app": raw["app_name"].astype(str),
-                         "gpu_request": pd.to_numeric(raw["gpu_request"]).astype(float),
-                         "created": EPOCH + pd.to_timedelta(raw["creation_time"], unit="s")})
+    if raw.empty:
+        raise ForesightError(f"{p.name}: no instance with a creation_time (rows without one "
+                             "existed before the window: not arrivals)")
+    created = seconds_to_utc(raw["creation_time"], f"{p.name}: column creation_time", EPOCH)
+    gpus = pd.to_numeric(raw["gpu_request"], errors="coerce")
+    # a count of GPUs (empty: none): a negative one would cancel other instances' requests
+    bad = (gpus.isna() & raw["gpu_request"].notna()) | (gpus < 0)
+    if bad.any():
+        raise ForesightError(f"{p.name}: column gpu_request, data row {data_row(bad)}: "
+                             f"{str(raw['gpu_request'][bad].iloc[0])!r} is not a count of GPUs")
+    return pd.DataFrame({"app": raw["app_name"].astype(str), "gpu_request": gpus.astype(float),
+                         "created": created})
 
 
 def dlrm_arrivals(path: str | Path, freq: str = "10min", by: str = "total",
@@ -39,6 +50,8 @@ def dlrm_arrivals(path: str | Path, freq: str = "10min", by: str = "total",
     arrivals = 0)."""
     step = parse_freq(freq)
     inst = read_dlrm(path)
+    check_grid(pd.Series([EPOCH], index=[TOTAL]),
+               pd.Series([inst["created"].max().floor(step)], index=[TOTAL]), step, freq)
     grid = pd.date_range(EPOCH, inst["created"].max().floor(step), freq=step)
     inst = inst.assign(ds=inst["created"].dt.floor(step))
     if by == "total":

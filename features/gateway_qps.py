@@ -14,9 +14,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from features.demand_series import regularize
+from features.demand_series import data_row, regularize, seconds_to_utc
 from features.schema import LONG_COLUMNS
 from ground.errors import ForesightError
 
@@ -31,7 +32,13 @@ def gateway_qps(path: str | Path, freq: str = "1min", fill: str = "zero") -> pd.
     g = raw[raw["container_ip"].fillna("").eq("") & raw["request_type"].eq("API Requests")]
     if g.empty:
         raise ForesightError(f"{p.name}: no gateway-wide API Requests rows")
+    y = pd.to_numeric(g["value"], errors="coerce")
+    bad = ~np.isfinite(y.fillna(np.inf))
+    if bad.any():
+        raise ForesightError(f"{p.name}: column value, data row {data_row(bad)}: "
+                             "not a finite number")
     d = pd.DataFrame({"unique_id": GATEWAY,
-                      "ds": pd.to_datetime(g["timestamp_anon"].astype(float), unit="s", utc=True),
-                      "y": g["value"].astype(float).to_numpy()})
+                      "ds": seconds_to_utc(g["timestamp_anon"],
+                                           f"{p.name}: column timestamp_anon").array,
+                      "y": y.to_numpy(float)})
     return regularize(d, freq, agg="mean", fill=fill)[LONG_COLUMNS]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from features.demand_series import regularize
+from features.demand_series import regularize, seconds_to_utc
 from features.schema import LONG_COLUMNS
 from ground.errors import ForesightError
 
@@ -41,6 +41,8 @@ def final_pod(container_ip: str) -> bool:
 def read_genai(path: str | Path, freq: str = "1min") -> pd.DataFrame:
     """One GenTD26 per-pod file (CSV) -> regular long table, one series per container_ip."""
     p = Path(path)
+    if p.is_dir():
+        raise ForesightError(f"genai trace file {p} is a directory: give one per-pod CSV file")
     if not p.is_file():
         raise ForesightError(f"genai trace file not found: {p}")
     raw = pd.read_csv(p, dtype={"container_ip": str})
@@ -51,8 +53,8 @@ def read_genai(path: str | Path, freq: str = "1min") -> pd.DataFrame:
     if raw.empty:
         raise ForesightError(f"{p.name}: no per-pod samples")
     d = pd.DataFrame({"unique_id": raw["container_ip"].to_numpy(),
-                      "ds": pd.to_datetime(raw["timestamp_anon"].astype(float), unit="s",
-                                           utc=True),
+                      "ds": seconds_to_utc(raw["timestamp_anon"],
+                                           f"{p.name}: column timestamp_anon").array,
                       "y": raw["value"].astype(float).to_numpy()})
     return regularize(d, freq, agg="mean")[LONG_COLUMNS]
 

@@ -9,8 +9,10 @@ that a model trained on these measurements reads the step a cluster serves it.
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ground.errors import ForesightError
@@ -21,6 +23,8 @@ SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": 
                 "gpm_sm_occupancy": "sm_occupancy", "gpm_tensor_active": "tensor_active",
                 "gpm_dram_active": "dram_active"}
 _MODES = {"timeslice": "timeslice", "mps": "mps"}
+#: pairs.csv columns read (its telemetry columns describe the pair, not the solo sides)
+PAIR_COLUMNS = ("mode", "a", "b", "speed_a", "speed_b")
 
 
 def load_h200_pairs(root: str | Path, gpu_model: str | None = None) -> pd.DataFrame:
@@ -28,32 +32,75 @@ def load_h200_pairs(root: str | Path, gpu_model: str | None = None) -> pd.DataFr
     `gpu_model` by default from its env.json ("NVIDIA H200" -> "H200"), H200 without one."""
     root = Path(root)
     gpu_model = gpu_model or _gpu_name(root)
+    sp, pp = root / "solo.csv", root / "pairs.csv"
     try:
-        solo, pairs = pd.read_csv(root / "solo.csv"), pd.read_csv(root / "pairs.csv")
+        solo, pairs = pd.read_csv(sp), pd.read_csv(pp)
     except FileNotFoundError as exc:
         raise ForesightError(f"co-location measurement incomplete: {exc.filename} missing") from None
-    missing = [c for c in ("mode", "workload", *SOLO_COLUMNS, "step_median_s") if c not in solo]
-    if missing:
-        raise ForesightError(f"{root / 'solo.csv'} lacks column {missing[0]!r}")
-    rate = pd.to_numeric(solo["rate"], errors="coerce") if "rate" in solo else None
-    median = pd.to_numeric(solo["step_median_s"], errors="coerce")
+    _columns(solo, ("mode", "workload", *SOLO_COLUMNS, "step_median_s"), sp)
+    _columns(pairs, PAIR_COLUMNS, pp)
+    solo = _numbers(solo, [*SOLO_COLUMNS, "step_median_s", "rate"], sp)
+    pairs = _numbers(pairs, ["speed_a", "speed_b"], pp)
+    twice = solo.duplicated(["mode", "workload"], keep=False).to_numpy()
+    if twice.any():  # which window would a pair's side read?
+        i = np.flatnonzero(twice)[:2]
+        raise ForesightError(f"{sp}: {solo['workload'].iloc[i[0]]} is measured twice in mode "
+                             f"{solo['mode'].iloc[i[0]]} (lines {i[0] + 2} and {i[1] + 2})")
+    known = pairs["mode"].isin(_MODES).to_numpy()
+    if not known.all():
+        odd = ", ".join(sorted(map(str, set(pairs["mode"][~known]))))
+        if not known.any():
+            raise ForesightError(f"{pp}: no pair in a known sharing mode (mode {odd}; known: "
+                                 f"{', '.join(sorted(_MODES))})")
+        warnings.warn(f"{pp}: ignoring {int((~known).sum())} pair(s) of unknown sharing mode "
+                      f"{odd} (known: {', '.join(sorted(_MODES))})", stacklevel=2)
+    rate = solo["rate"] if "rate" in solo else None
+    median = solo["step_median_s"]
     solo = solo.rename(columns=SOLO_COLUMNS).assign(
         step_s=median if rate is None else (1.0 / rate.where(rate > 0)).fillna(median))
     solo = solo.set_index(["mode", "workload"])
     feats = [*SOLO_COLUMNS.values(), "step_s"]
-    pairs = pairs[pairs["mode"].isin(_MODES)].reset_index(drop=True)
+    pairs = pairs[known].reset_index(drop=True)
     out = pd.DataFrame({"a_workload": pairs["a"], "b_workload": pairs["b"],
                         "gpu_model": gpu_model, "sharing": pairs["mode"].map(_MODES),
                         "a_speed": pairs["speed_a"], "b_speed": pairs["speed_b"]})
+    alone = np.zeros(len(pairs), bool)
     for side in ("a", "b"):
         keys = pd.MultiIndex.from_arrays([pairs["mode"], pairs[side]])
+        alone |= ~keys.isin(solo.index)
         vals = solo.reindex(keys)[feats].reset_index(drop=True)
         for f in feats:
             out[f"{side}_{f}"] = vals[f].to_numpy(float)
+    if alone.any():  # still a model (names and trees), but not the one the solo windows give
+        gone = sorted(set(pairs.loc[alone, "a"]) | set(pairs.loc[alone, "b"]))
+        warnings.warn(f"{sp}: {int(alone.sum())} of {len(pairs)} pair(s) have a side with no "
+                      f"solo window (workloads {', '.join(map(str, gone[:6]))}"
+                      f"{', ...' if len(gone) > 6 else ''}): those sides carry no solo "
+                      "features, which the sharing mechanism needs", stacklevel=2)
     # a window that measured nothing (rate 0 -> speed NaN/0) is not a measurement
     for c in ("a_speed", "b_speed"):
         out.loc[~(out[c] > 0), c] = float("nan")
     return out
+
+
+def _columns(df: pd.DataFrame, need: tuple[str, ...], path: Path) -> None:
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ForesightError(f"{path}: missing column {', '.join(missing)}")
+
+
+def _numbers(df: pd.DataFrame, cols: list[str], path: Path) -> pd.DataFrame:
+    """`cols` (those present) as floats; a value that is not a number is refused by its
+    line (blanks and nan are missing values, as colocate.py writes them)."""
+    for c in [c for c in cols if c in df.columns]:
+        num = pd.to_numeric(df[c], errors="coerce")
+        bad = (num.isna() & df[c].notna()).to_numpy()
+        if bad.any():
+            i = int(bad.argmax())
+            raise ForesightError(f"{path}: column {c} has non-numeric value "
+                                 f"{df[c].iloc[i]!r} on line {i + 2}")
+        df[c] = num.astype(float)
+    return df
 
 
 def _gpu_name(root: Path) -> str:

@@ -66,9 +66,10 @@ def _measurement(root: Path) -> pd.DataFrame:
                              "(solo.csv + pairs.csv): give a pair table file or such a directory")
     try:
         return load_h200_pairs(root)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, KeyError) as exc:
-        raise ForesightError(f"cannot read the co-location measurement in {root}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+    except (ValueError, KeyError) as exc:  # pandas' parser errors and decoding errors included
+        msg = f"missing column {exc}" if isinstance(exc, KeyError) else \
+            (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ForesightError(f"cannot read the co-location measurement in {root}: {msg}"
                              ) from None
 
 

@@ -8,6 +8,7 @@ the ground truth, returned as a phases table in the simulator's format (for benc
 """
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +42,8 @@ PROF_PREFIX = "DCGM_FI_PROF_"
 #: ran, so SM activity is > 0. That is the profiling counters not reporting yet (NVML GPM and
 #: DCGM profiling need a warm-up interval): such samples are missing, not idle.
 PROF_DEAD_UTIL = 50.0
+#: distinct sample times a fingerprint needs (a time span)
+MIN_TIMES = 2
 # ts at or above this is epoch seconds; below it, seconds since the start of the recording
 _EPOCH_S = 1e8
 
@@ -49,18 +52,39 @@ class TelemetryCsvError(ValueError):
     """The CSV cannot be read as one GPU's telemetry (message is one line)."""
 
 
-def _timestamps(col: pd.Series) -> np.ndarray:
+def _timestamps(col: pd.Series, path: Path) -> np.ndarray:
     """int64 ns since epoch from epoch seconds, relative seconds or ISO-8601 strings."""
     num = pd.to_numeric(col, errors="coerce")
-    if num.notna().all():
+    seconds = num.notna().sum() * 2 >= len(col)  # mostly numbers: the rest are the bad ones
+    if seconds:
         x = num.to_numpy(float)
-        base = 0.0 if np.nanmin(x) >= _EPOCH_S else 1.7e9  # relative: anchor at a fixed date
-        return ((x + base) * 1e9).round().astype(np.int64)
-    ts = pd.to_datetime(col, utc=True, errors="coerce")
-    if ts.isna().any():
-        raise TelemetryCsvError(f"ts column: {int(ts.isna().sum())} value(s) are neither "
-                                "seconds nor ISO-8601 timestamps")
-    return ts.dt.as_unit("ns").astype("int64").to_numpy()
+        bad = ~np.isfinite(x)
+    else:
+        with warnings.catch_warnings():  # pandas warns when it parses element by element
+            warnings.simplefilter("ignore", UserWarning)
+            ts = pd.to_datetime(col, utc=True, errors="coerce")
+        bad = ts.isna().to_numpy()
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise TelemetryCsvError(f"{path}: ts column: {int(bad.sum())} value(s) are neither "
+                                f"seconds nor ISO-8601 timestamps (first: line {i + 2}, "
+                                f"{col.iloc[i]!r})")
+    if not seconds:
+        return ts.dt.as_unit("ns").astype("int64").to_numpy()
+    base = 0.0 if x.min() >= _EPOCH_S else 1.7e9  # relative: anchor at a fixed date
+    return ((x + base) * 1e9).round().astype(np.int64)
+
+
+def _negatives(df: pd.DataFrame, mapping: dict[str, str], path: Path) -> None:
+    """DCGM's utilizations, clocks, power, framebuffer, activities and byte counts are never
+    negative: a negative value is a broken export, not a reading (a peak FB of -4.9 GiB)."""
+    for c in mapping:
+        neg = (pd.to_numeric(df[c], errors="coerce") < 0).to_numpy()
+        if neg.any():
+            i = int(np.flatnonzero(neg)[0])
+            raise TelemetryCsvError(f"{path}: column {c} is negative on line {i + 2} "
+                                    f"({df[c].iloc[i]}; {int(neg.sum())} line(s) in all): "
+                                    f"{mapping[c]} is never negative")
 
 
 def read_telemetry_csv(path: str | Path, pod: str = "job", namespace: str = "default",
@@ -73,6 +97,8 @@ def read_telemetry_csv(path: str | Path, pod: str = "job", namespace: str = "def
     profiling samples were dropped as not reporting.
     """
     path = Path(path)
+    if path.is_dir():
+        raise TelemetryCsvError(f"telemetry CSV {path} is a directory: give a CSV file")
     if not path.is_file():
         raise TelemetryCsvError(f"telemetry CSV not found: {path}")
     try:
@@ -87,7 +113,10 @@ def read_telemetry_csv(path: str | Path, pod: str = "job", namespace: str = "def
     if not any(m in (HIRES_METRICS["sm"], HIRES_METRICS["util"]) for m in mapping.values()):
         raise TelemetryCsvError(f"{path}: needs SM activity or GPU util (DCGM_FI_PROF_SM_ACTIVE"
                                 " / DCGM_FI_DEV_GPU_UTIL or gpm_sm_active / util_gpu)")
-    ts = _timestamps(df[ts_column])
+    if len(df) == 0:
+        raise TelemetryCsvError(f"{path}: no samples (a header only)")
+    ts = _timestamps(df[ts_column], path)
+    _negatives(df, mapping, path)
     order = np.argsort(ts, kind="stable")
     df, ts = df.iloc[order].reset_index(drop=True), ts[order]
     vals = {m: pd.to_numeric(df[c], errors="coerce").to_numpy(float) for c, m in mapping.items()}
@@ -104,6 +133,11 @@ def read_telemetry_csv(path: str | Path, pod: str = "job", namespace: str = "def
         ok = np.isfinite(v)
         parts.append(pd.DataFrame({"ts": ts[ok], "metric": m, "value": v[ok]}))
     samples = pd.concat(parts, ignore_index=True)
+    # phases, time shares and steps are fractions of a time span: one instant has none
+    if samples["ts"].nunique() < MIN_TIMES:
+        raise TelemetryCsvError(f"{path}: {len(df)} sample(s) at {samples['ts'].nunique()} "
+                                f"distinct time(s) with values: a fingerprint needs at least "
+                                f"{MIN_TIMES} samples at distinct times")
     samples["ts"] = pd.to_datetime(samples["ts"], utc=True)
     for c, v in (("node", node), ("gpu", gpu), ("uuid", f"GPU-{node}-{gpu}"),
                  ("namespace", namespace), ("pod", pod)):

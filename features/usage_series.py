@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from features.demand_series import parse_freq, regularize
+from features.demand_series import data_row, parse_freq, parse_times, regularize
 from features.schema import LONG_COLUMNS, equals_mask, has_pod
 from features.segments import to_ns
 from ground.errors import ForesightError
@@ -58,9 +58,7 @@ def attach_phases(long: pd.DataFrame, phases: pd.DataFrame, freq: str = "1min") 
     truth/phases table, the fingerprint segmentation of the recent samples, or phases the job
     reports itself. Without node/gpu an interval applies to every GPU of the pod.
     """
-    need = {"namespace", "pod", "start", "end", "phase"}
-    if not need <= set(phases.columns):
-        raise ForesightError(f"phases: need columns {', '.join(sorted(need))}")
+    ph = phase_times(phases, "phases")
     step = parse_freq(freq)
     out = long.copy()
     parts = out["unique_id"].astype(str).str.split("/", n=3, expand=True)
@@ -69,8 +67,6 @@ def attach_phases(long: pd.DataFrame, phases: pd.DataFrame, freq: str = "1min") 
                              "`usage series` writes it) to match phase intervals")
     per_gpu = {"node", "gpu"} <= set(phases.columns)
     key = (parts[0] + "/" + parts[1] + ("/" + parts[2] + "/" + parts[3] if per_gpu else ""))
-    ph = phases.assign(start=pd.to_datetime(phases["start"], utc=True),
-                       end=pd.to_datetime(phases["end"], utc=True))
     pkey = ph["namespace"].astype(str) + "/" + ph["pod"].astype(str)
     if per_gpu:
         pkey = pkey + "/" + ph["node"].astype(str) + "/" + ph["gpu"].astype(str)
@@ -84,15 +80,38 @@ def attach_phases(long: pd.DataFrame, phases: pd.DataFrame, freq: str = "1min") 
     return out
 
 
+def phase_times(phases: pd.DataFrame, what: str) -> pd.DataFrame:
+    """`phases` with start/end as UTC datetimes (features.demand_series.parse_times), every
+    interval given and not ending before it starts; else one line naming the row."""
+    need = {"namespace", "pod", "start", "end", "phase"}
+    if not need <= set(phases.columns):
+        raise ForesightError(f"{what}: need columns {', '.join(sorted(need))}")
+    ph = phases.assign(**{c: parse_times(phases[c], f"{what}: column {c}")
+                          for c in ("start", "end")})
+    for c in ("start", "end"):
+        if ph[c].isna().any():  # an interval without its bound would match no bin, silently
+            raise ForesightError(f"{what}: column {c}, data row {data_row(ph[c].isna())} is empty")
+    back = ph["end"] < ph["start"]
+    if back.any():
+        r = ph[back].iloc[0]
+        raise ForesightError(f"{what}: data row {data_row(back)} ends ({r['end']}) before it "
+                             f"starts ({r['start']})")
+    return ph
+
+
 def read_phases(path: str | Path) -> pd.DataFrame:
-    """A phase-interval table from Parquet or CSV (see attach_phases for the columns)."""
+    """A phase-interval table from Parquet or CSV (see attach_phases for the columns), its
+    times checked (phase_times)."""
     p = Path(path)
+    if p.is_dir():
+        raise ForesightError(f"--phases {p} is a directory: give a Parquet or CSV file")
     if not p.is_file():
         raise ForesightError(f"phases file not found: {p}")
     try:
-        return pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
+        ph = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
     except pd.errors.EmptyDataError:
-        raise ForesightError(f"phases file {p} is empty") from None
+        raise ForesightError(f"--phases {p}: phases file is empty") from None
     except Exception as exc:  # parser errors of either format: user input, not a bug
         why = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ForesightError(f"cannot read phases file {p}: {why}") from None
+    return phase_times(ph, f"--phases {p}")

@@ -9,19 +9,11 @@ import pandas as pd
 import pytest
 
 from foresight.cli import main
+from cli_support import one_line
 
 FIX = Path(__file__).parent / "fixtures" / "whatif"
 NODES = "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\nn1,64000,262144,4,V100\n"
 PODS = "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np0,1000,1024,1,500\np1,1000,1024,2,1000\n"
-
-
-def one_line(capsys, code: int, *needles: str) -> str:
-    err = capsys.readouterr().err
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert code != 0 and len(lines) == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in lines[0], lines[0]
-    return lines[0]
 
 
 @pytest.fixture

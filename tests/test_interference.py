@@ -189,7 +189,7 @@ def test_cli_fit_predict_and_errors(pairs, tmp_path, capsys):
     pairs.drop(columns=["a_speed", "b_speed"]).head(25).to_parquet(test)
     assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
                  str(tmp_path / "m")]) == 0
-    assert "ignoring unknown" in capsys.readouterr().out
+    assert "ignoring unknown" in capsys.readouterr().err  # warnings go to stderr
     out = tmp_path / "pred.csv"
     assert main(["interference", "predict", "--model-dir", str(tmp_path / "m"), "--pairs",
                  str(test), "--out", str(out)]) == 0

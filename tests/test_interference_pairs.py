@@ -228,7 +228,7 @@ def test_read_pairs_directory_errors_are_one_line(tmp_path):
         read_pairs(half)
     bad = _colocate_dir(tmp_path / "bad", None)
     pd.DataFrame({"mode": ["mps"], "workload": ["x"]}).to_csv(bad / "solo.csv", index=False)
-    with pytest.raises(ForesightError, match="lacks column") as exc:
+    with pytest.raises(ForesightError, match="missing column") as exc:
         read_pairs(bad)
     assert "\n" not in str(exc.value)
 

@@ -27,7 +27,7 @@ import pandas as pd
 from scipy.stats import beta
 
 from forecaster.booster import LoadedBooster
-from forecaster.manifest import read_manifest
+from forecaster.manifest import ArtifactError, read_manifest
 
 SCHEMA_VERSION = 2  # 2: memory model per workload (batch size)
 CAT_FEATURES = ("image", "namespace", "queue")
@@ -246,15 +246,49 @@ class NewJobPredictor:
     @classmethod
     def load(cls, path: str | Path) -> "NewJobPredictor":
         p = Path(path)
-        man = read_manifest(p, SCHEMA_VERSION, "new-job model")
+        man = read_manifest(p, None, "new-job model")
+        if not isinstance(man, dict):
+            raise ArtifactError(f"{p}: not a new-job predictor (manifest.json is no object)")
+        kind = man.get("kind")
+        if kind not in (None, "new-job"):  # None: written before manifests named their kind
+            raise ArtifactError(f"{p} holds a {kind} model, not a new-job predictor (the "
+                                "directory of fingerprint build --predictor)")
+        lacks = [k for k in _MANIFEST_KEYS if k not in man]
+        if lacks:
+            raise ArtifactError(f"{p}: not a new-job predictor (its manifest lacks "
+                                f"{', '.join(lacks[:3])})")
+        if man["schema_version"] != SCHEMA_VERSION:
+            raise ArtifactError(f"{p / 'manifest.json'}: new-job model schema_version "
+                                f"{man['schema_version']!r}, expected {SCHEMA_VERSION}")
         m = cls(coverage=man["coverage"], confidence=man["confidence"])
         m.levels_, m.center_, m.q_key_ = man["levels"], man["center_log_mib"], man["q_key"]
         m.q_pooled_, m.q_model_, m.works_ = man["q_pooled"], man["q_model"], man["workloads"]
         m.mem_, m.q_cfg_ = man["memory_model_mib"], man["q_config"]
         m.q_cfg_pooled_ = man["q_config_pooled"]
-        m.reg_ = LoadedBooster(lgb.Booster(model_file=str(p / "peak_fb.txt")))
+        m.reg_ = _booster(p / "peak_fb.txt")
         wf = p / "workload.txt"
-        m.clf_ = (LoadedBooster(lgb.Booster(model_file=str(wf)), classes=True)
-                  if wf.exists() else None)
+        m.clf_ = _booster(wf, classes=True) if wf.exists() else None
         return m
 
+
+_MANIFEST_KEYS = ("schema_version", "coverage", "confidence", "levels", "center_log_mib",
+                  "q_key", "q_pooled", "q_model", "workloads", "memory_model_mib", "q_config",
+                  "q_config_pooled")
+
+
+def _booster(f: Path, classes: bool = False) -> LoadedBooster:
+    """A saved LightGBM text model; a missing, foreign or truncated one is a one-line error.
+    Its shape is checked before LightGBM parses it: LightGBM prints a fatal line per tree on
+    stderr, and a truncated file aborts the process."""
+    try:
+        text = f.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not text"
+        raise ArtifactError(f"{f}: cannot read the model file ({why})") from None
+    try:
+        if not text.startswith("tree\n") or "\nend of trees\n" not in text:
+            raise lgb.basic.LightGBMError("not a whole LightGBM text model")
+        return LoadedBooster(lgb.Booster(model_str=text), classes=classes)
+    except lgb.basic.LightGBMError:
+        raise ArtifactError(f"{f}: not a LightGBM model (corrupted or truncated): rebuild the "
+                            "predictor with fingerprint build --predictor") from None

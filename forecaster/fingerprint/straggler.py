@@ -16,6 +16,9 @@ import pandas as pd
 def relative_step_times(df: pd.DataFrame, step: str = "time", worker: str = "worker",
                         value: str = "batch_time_norm") -> pd.DataFrame:
     """Wide table steps x workers of time / median over workers at that step."""
+    if len({step, worker, value}) < 3:  # pandas' own error ("Grouper ... not 1-dimensional")
+        raise ValueError(f"step, worker and value must be three columns, not {step!r}, "
+                         f"{worker!r}, {value!r}")
     wide = df.pivot_table(index=step, columns=worker, values=value, aggfunc="mean").sort_index()
     return wide.div(wide.median(axis=1), axis=0)
 

@@ -31,6 +31,18 @@ def _check_val_bins(val_bins: int) -> None:
         raise ForesightError(f"--val-bins {val_bins}: must be at least 1")
 
 
+def _check_history(bins: int, val_bins: int, H: int, horizon: str, where: str) -> None:
+    """The model needs val_bins + 2 horizons + 50 bins of history: say which option to change
+    (a horizon too long even for a 1-bin window is not fixed by lowering --val-bins)."""
+    if bins >= val_bins + 2 * H + 50:
+        return
+    if bins < 1 + 2 * H + 50:
+        raise ForesightError(f"--horizon {horizon} ({H} bins) is too long for {where} ({bins} "
+                             f"bins; needs 2 horizons + 51): give a shorter --horizon")
+    raise ForesightError(f"{where} ({bins} bins) is too short for a {val_bins}-bin calibration "
+                         "window: lower --val-bins")
+
+
 def _test_start(df: pd.DataFrame, value: str, freq: str, horizon: int) -> pd.Timestamp:
     try:
         T = pd.Timestamp(value)
@@ -55,6 +67,8 @@ ARRIVALS = {"target": "ratio", "unit_scale": False, "level_floor": 0.1, "n_estim
 RATE = {"target": "residual", "base": "ewma", "multiscale": True, "n_estimators": 200,
         "min_child_samples": 20, "mix": True, "recent_window": 6, "recent_z": 1.645,
         "recent_intervals": 36}
+SERIES_HELP = ("CSV with unique_id, ds, y; one row per series and time; ds in ISO 8601 / "
+               "RFC 3339 (no offset: UTC) or plain numbers as epoch seconds")
 FILL_HELP = ("bins with no sample: auto (0 for --agg sum and --target rate, the last level "
              "for other means), zero (e.g. a rate exported only when non-zero, as GenTD26's "
              "QPS) or carry (the last level)")
@@ -96,7 +110,7 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("backtest")
     def backtest_cmd(
-        series: Path = typer.Option(..., "--series", help="CSV with unique_id, ds, y"),
+        series: Path = typer.Option(..., "--series", help=SERIES_HELP),
         freq: str = typer.Option("10min", "--freq"),
         horizon: str = typer.Option("1h", "--horizon"),
         test_start: str = typer.Option(..., "--test-start", help="first origin (UTC)"),
@@ -121,8 +135,8 @@ def register(app: typer.Typer) -> None:
         distinct_outputs({"--out": out, "--plot": png})
         df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
-        if (df["ds"] < T).groupby(df["unique_id"]).sum().max() < val_bins + 2 * H + 50:
-            raise ForesightError(f"not enough history before --test-start for a {val_bins}-bin calibration window: lower --val-bins")
+        _check_history(int((df["ds"] < T).groupby(df["unique_id"]).sum().max()), val_bins, H,
+                       horizon, "the history before --test-start")
         try:
             pred, met, model = backtest(df, freq, H, T, agg=agg, val_bins=val_bins,
                                         with_ets=not no_ets, **kw)
@@ -150,7 +164,7 @@ def register(app: typer.Typer) -> None:
 
     @sub.command("forecast")
     def forecast_cmd(
-        series: Path = typer.Option(..., "--series", help="CSV with unique_id, ds, y"),
+        series: Path = typer.Option(..., "--series", help=SERIES_HELP),
         freq: str = typer.Option("10min", "--freq"),
         horizon: str = typer.Option("1h", "--horizon"),
         agg: str = typer.Option("sum", "--agg", help="sum (flows) or mean (levels)"),
@@ -168,8 +182,8 @@ def register(app: typer.Typer) -> None:
         _check_val_bins(val_bins)
         check_output(save, "--save", directory=True, model="demand", inputs={"--series": series})
         df = _load(series, freq, agg, fill, target)
-        if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
-            raise ForesightError(f"series too short for a {val_bins}-bin calibration window: lower --val-bins")
+        _check_history(int(df.groupby("unique_id").size().max()), val_bins, H, horizon,
+                       "the longest series")
         try:
             model = DemandForecaster(freq=freq, horizon=H, agg=agg, val_bins=val_bins, **kw).fit(df)
         except ValueError as exc:
@@ -192,6 +206,24 @@ def register(app: typer.Typer) -> None:
 SOURCES = ("--data", "--dlrm", "--helios", "--qps")
 
 
+def _pods(data: Path) -> pd.DataFrame:
+    """The pods table of --data, refusing one without the columns arrivals need (read_pods
+    adds a missing column empty: the series would come out with no rows, unexplained)."""
+    import pyarrow.parquet as pq
+
+    from features.ingest import TABLE_FILES, read_pods
+
+    path = data / TABLE_FILES["pods"]
+    try:
+        have = set(pq.read_schema(path).names)
+    except Exception:  # noqa: BLE001 (absent or unreadable: read_pods says which)
+        return read_pods(data)
+    missing = [c for c in ("queue", "created", "gpu_request") if c not in have]
+    if missing:
+        raise ForesightError(f"--data {path}: missing column(s) {', '.join(missing)}")
+    return read_pods(data)
+
+
 def series_cmd(
     data: Path = typer.Option(None, "--data", help="Directory of tables (foresight ingest or "
                               "simulate): GPUs requested by the pods created per bin, per queue"),
@@ -210,7 +242,6 @@ def series_cmd(
     from features import demand_series as ds_
     from features.dlrm_trace import dlrm_arrivals
     from features.gateway_qps import gateway_qps
-    from features.ingest import read_pods
 
     sources = dict(zip(SOURCES, (data, dlrm, helios, qps)))
     check_output(out, "--out", inputs=sources)
@@ -220,7 +251,7 @@ def series_cmd(
         raise ForesightError(f"--by {by}: only with --dlrm")
     try:
         if source == "--data":
-            df = ds_.arrivals_from_pods(read_pods(path), freq)
+            df = ds_.arrivals_from_pods(_pods(path), freq)
         elif source == "--dlrm":
             df = dlrm_arrivals(path, freq, by=by)
         elif source == "--helios":

@@ -21,6 +21,9 @@ console = Console(highlight=False)
 
 
 def _load_fp(path: Path) -> dict:
+    if path.is_dir():
+        raise ForesightError(f"fingerprint file {path} is a directory: give the JSON that "
+                             "fingerprint build --out wrote")
     if not path.is_file():
         raise ForesightError(f"fingerprint file not found: {path}")
     try:
@@ -34,6 +37,8 @@ def _load_fp(path: Path) -> dict:
 
 def _tables(data: Path) -> dict:
     """Samples (dictionary-encoded: fast at tens of millions of rows) and pods."""
+    import pyarrow.parquet as pq
+
     from features import schema
     from features.ingest import read_tables
     from features.segments import read_samples
@@ -45,15 +50,60 @@ def _tables(data: Path) -> dict:
             raise ForesightError(f"{data} has no pods.parquet: the workload key needs it")
         return tables
     try:
+        # another table under the name: say which columns lack, not pyarrow's schema dump
+        for path, what, need in ((sp, "GPU samples", _SAMPLE_NEED), (pp, "pods", _POD_NEED)):
+            names = set(pq.read_schema(path).names)
+            missing = [c for c in need if c not in names]
+            if missing:
+                raise ForesightError(f"{path}: not a {what} table (missing column(s) "
+                                     f"{', '.join(missing)})")
         samples = read_samples(sp)
-        missing = [c for c in schema.GPU_SAMPLE_COLUMNS
-                   if c not in samples.columns and c != "uuid"]  # uuid is not read
-        if missing:
-            raise ValueError(f"missing column(s) {', '.join(missing)}")
         pods = schema.conform(pd.read_parquet(pp), schema.POD_COLUMNS)
     except (OSError, ValueError) as exc:
-        raise ForesightError(f"{data}: unreadable samples/pods table ({exc})") from None
+        raise ForesightError(f"{data}: unreadable samples/pods table "
+                             f"({str(exc).splitlines()[0]})") from None
     return {"samples": samples, "pods": pods}
+
+
+# the columns read_samples reads (uuid is not), and those naming a pod
+_SAMPLE_NEED = ("ts", "node", "gpu", "namespace", "pod", "metric", "value")
+_POD_NEED = ("namespace", "pod")
+
+
+def _labels(path: Path) -> pd.DataFrame | None:
+    """The pod labels table, None without one."""
+    if not path.exists():
+        return None
+    try:
+        labels = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise ForesightError(f"{path}: unreadable ({str(exc).splitlines()[0]})") from None
+    missing = [c for c in ("namespace", "pod", "label", "value") if c not in labels.columns]
+    if missing:
+        raise ForesightError(f"{path}: not a pod labels table (missing column(s) "
+                             f"{', '.join(missing)})")
+    return labels
+
+
+def _keys(key: str, labels: pd.DataFrame | None, data: Path) -> tuple[str, ...]:
+    """The --key labels. A label no pod carries would name every workload by the pods
+    table's fallback while the JSON recorded the key asked for: refused, except the default
+    key (data without template labels is named by the pods' workload column, as documented)."""
+    from forecaster.fingerprint.model import DEFAULT_KEY
+
+    keys = tuple(k.strip() for k in key.split(",") if k.strip())
+    if not keys:
+        raise ForesightError("--key: give at least one pod label")
+    have = set() if labels is None else set(labels["label"].astype(str))
+    unknown = [k for k in keys if k not in have]
+    if unknown and keys != DEFAULT_KEY:
+        if not have:
+            raise ForesightError(f"--key {key}: {data} has no pod labels (pod_labels.parquet): "
+                                 "leave --key out to name workloads by the pods' workload column")
+        avail = sorted(have)
+        raise ForesightError(f"--key {key}: no pod carries label {', '.join(unknown)}; labels: "
+                             + ", ".join(avail[:12]) + (", ..." if len(avail) > 12 else ""))
+    return keys
 
 
 def csv_model(csv: Path, workload: str = "", method: str = "cpd"
@@ -114,12 +164,11 @@ def build(data: Optional[Path] = typer.Option(None, "--data", help="Directory of
                           "all profiling fields at 0: read as missing (counters not reporting)")
     else:
         tables = _tables(data)
-        lp = data / "pod_labels.parquet"
-        labels = pd.read_parquet(lp) if lp.exists() else None
+        labels = _labels(data / "pod_labels.parquet")
+        keys = _keys(key, labels, data)
         ws = wide_series(tables["samples"])
         if len(ws) == 0:
             raise ForesightError(f"{data}: no GPU samples carry a pod label")
-        keys = tuple(k.strip() for k in key.split(",") if k.strip())
         model = FingerprintModel(key=keys, method=method, n_jobs=jobs).fit(
             ws, tables["pods"], labels)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -178,10 +227,15 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
 
     if not gpus > 0:  # and NaN
         raise ForesightError(f"--gpus {gpus}: must be positive")
+    if predictor.is_file():
+        raise ForesightError(f"--predictor {predictor} is a file: give the directory of "
+                             "fingerprint build --predictor")
     if not (predictor / "manifest.json").is_file():
         raise ForesightError(f"{predictor}: no manifest.json (run fingerprint build --predictor)")
     try:
         m = NewJobPredictor.load(predictor)
+    except ForesightError:  # its own one-line diagnosis (another kind, a corrupted file)
+        raise
     except (ValueError, KeyError, OSError) as exc:
         raise ForesightError(f"{predictor}: cannot load the predictor ({exc})") from None
     job = pd.DataFrame([{"workload": workload, "image": image, "namespace": namespace,
@@ -212,6 +266,15 @@ def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step time
 
     if window < 1 or not min_slowdown >= 0 or not 0 < min_share <= 1:
         raise ForesightError("need --window >= 1, --min-slowdown >= 0, --min-share in (0, 1]")
+    seen: dict[str, str] = {}
+    for opt, col in (("--step-col", step_col), ("--worker-col", worker_col),
+                     ("--value-col", value_col)):
+        if col in seen:  # one column in two roles: a step is not a worker nor a time
+            raise ForesightError(f"{seen[col]} and {opt} both name column {col!r}: give each "
+                                 "its own column")
+        seen[col] = opt
+    if csv.is_dir():
+        raise ForesightError(f"--csv {csv} is a directory: give a CSV file")
     if not csv.is_file():
         raise ForesightError(f"--csv {csv}: not found")
     try:
@@ -226,6 +289,12 @@ def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step time
     df[value_col] = pd.to_numeric(df[value_col], errors="coerce")
     if df[value_col].notna().sum() == 0:
         raise ForesightError(f"--csv {csv}: no numeric {value_col}")
+    neg = (df[value_col] < 0).to_numpy()
+    if neg.any():  # a step takes time: a negative one is a broken record, not a fast worker
+        i = int(neg.argmax())
+        raise ForesightError(f"--csv {csv}: {value_col} is negative on line {i + 2} "
+                             f"({df[value_col].iloc[i]:g}; {int(neg.sum())} line(s) in all): "
+                             "a step time is never negative")
     out = flag_stragglers(df, window=window, min_slowdown=min_slowdown, min_share=min_share,
                           step=step_col, worker=worker_col, value=value_col)
     table = Table(title=f"stragglers in {csv.name}: {len(out)} workers, "

@@ -14,22 +14,36 @@ from forecaster.interference.admission import ADMIT_RISK
 from ground.errors import ForesightError
 
 console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
 
 
-def _read(path: Path | list[Path], require_targets: bool) -> pd.DataFrame:
+def _read(path: Path | list[Path], require_targets: bool
+          ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One pair table from one source, or from several stacked (e.g. one colocate.py run per
-    set of workloads: a pair measured in two runs counts twice)."""
+    set of workloads: a pair measured in two runs counts twice): as read, and validated.
+    The readers' warnings go to stderr, one line each."""
     from features.pairs import read_pairs, validate_pairs
 
     paths = path if isinstance(path, list) else [path]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         raw = [read_pairs(p) for p in paths]
-        pairs = validate_pairs(raw[0] if len(raw) == 1 else pd.concat(raw, ignore_index=True),
-                               require_targets=require_targets)
+        raw = raw[0] if len(raw) == 1 else pd.concat(raw, ignore_index=True)
+        pairs = validate_pairs(raw, require_targets=require_targets)
     for w in caught:
-        console.print(f"[yellow]warning:[/] {w.message}", soft_wrap=True)
-    return pairs
+        err_console.print(f"[yellow]warning:[/] {w.message}", soft_wrap=True)
+    return raw, pairs
+
+
+def _one_workload(table: pd.DataFrame) -> None:
+    """The p10 is calibrated on workloads held out in turn: with one, nothing is left to fit
+    on (the model would only say it has too few pairs)."""
+    names = {str(w) for c in ("a_workload", "b_workload") if c in table
+             for w in table[c].unique()} - {""}
+    if len(names) == 1:
+        raise ForesightError(f"the pair table names one workload only ({names.pop()}): the "
+                             "p10 is calibrated on workloads held out in turn, so fitting "
+                             "needs pairs of at least two workloads")
 
 
 _MANY = " Repeat --pairs to stack several (one table from all)."
@@ -47,7 +61,7 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
                                          "or Parquet), or a colocate.py output directory "
                                          "(solo.csv + pairs.csv)." + _MANY),
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
-        seed: int = typer.Option(0, help="Random seed (calibration split, folds)."),
+        seed: int = typer.Option(0, min=0, help="Random seed (calibration split, folds)."),
         alpha: float = typer.Option(0.1, help="Level of the published pessimistic bound "
                                     "(0.1: the p10; the *_p10 columns then hold that level)."),
         admit_risk: float = typer.Option(ADMIT_RISK, "--admit-risk", help="Share of unsafe "
@@ -59,7 +73,8 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
 
     check_output(model_dir, "--model-dir", directory=True, model="interference",
                  inputs={"--pairs": pairs})
-    table = _read(pairs, require_targets=True)
+    table = _read(pairs, require_targets=True)[1]
+    _one_workload(table)
     model = InterferenceModel(seed=seed, alpha=alpha, admit_risk=admit_risk).fit(table)
     model.save(model_dir)
     m = model.metrics_
@@ -91,13 +106,12 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
                                       "colocate.py output directory)."),
             out: Path = typer.Option(..., "--out", help="Output CSV or Parquet.")) -> None:
     """Predict both sides' speed and its p10 for each pair; writes input + predictions."""
-    from features.pairs import read_pairs
     from forecaster.interference.model import InterferenceModel
 
     check_output(out, "--out", inputs={"--pairs": pairs, "--model-dir": model_dir})
     model = InterferenceModel.load(model_dir)
-    raw = read_pairs(pairs)
-    pred = model.predict(_read(pairs, require_targets=False))  # warns on ignored columns
+    raw, table = _read(pairs, require_targets=False)  # warns on ignored columns
+    pred = model.predict(table)
     _write_table(pd.concat([raw.reset_index(drop=True), pred], axis=1), out)
     console.print(f"wrote {len(pred)} predictions to {out}")
 
@@ -105,7 +119,7 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
 def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table with targets "
                                           "(or a colocate.py output directory)." + _MANY),
              out: Path = typer.Option(..., "--out", help="Directory for table and plot."),
-             seed: int = typer.Option(0, help="Random seed."),
+             seed: int = typer.Option(0, min=0, help="Random seed."),
              n_estimators: int = typer.Option(300, help="Boosting rounds per model.")) -> None:
     """Leave-one-workload-out evaluation of the model against the baselines."""
     from forecaster.interference.evaluate import lowo_predictions, markdown_table, score
@@ -113,7 +127,7 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
     if n_estimators < 1:
         raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
     check_output(out, "--out", directory=True)
-    table = _read(pairs, require_targets=True)
+    table = _read(pairs, require_targets=True)[1]
     if "a_workload" not in table or "b_workload" not in table:
         raise ForesightError("evaluate needs a_workload and b_workload to hold workloads out")
     if len(set(table["a_workload"]) | set(table["b_workload"])) < 3:

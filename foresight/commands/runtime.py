@@ -18,6 +18,10 @@ SOURCES = ("--data", "--openb", "--dlrm")
 
 def _pods(data: Path | None, openb: Path | None, dlrm: Path | None) -> tuple[str, pd.DataFrame]:
     source, path = one_source(dict(zip(SOURCES, (data, openb, dlrm))))
+    if path.is_dir() != (source == "--data"):  # else "not found" for a path that is there
+        raise ForesightError(f"{source} {path} is a directory: give the trace's CSV file"
+                             if path.is_dir() else
+                             f"{source} {path} is a file: give the tables directory")
     from features.ingest import read_pods
     from features.trace_pods import dlrm_pods, openb_pods
 

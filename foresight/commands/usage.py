@@ -20,8 +20,8 @@ def series(data: Path = typer.Option(None, "--data", help="Directory of tables."
                                       "format per-pod file (timestamp_anon, value, "
                                       "container_ip; e.g. pod_gpu_duty_cycle*.csv)."),
            out: Path = typer.Option(..., "--out", help="S.csv to write (unique_id, ds, y)."),
-           metric: str = typer.Option("sm", "--metric", help="With --data: sm, fb, power or a "
-                                      "DCGM name."),
+           metric: str = typer.Option(None, "--metric", help="With --data: sm (the default), "
+                                      "fb, power or a DCGM name."),
            freq: str = typer.Option("1min", "--freq", help="Bin width."),
            phases: Path = typer.Option(None, "--phases", help="Phase intervals (Parquet/CSV: "
                                        "namespace, pod, [node, gpu,] start, end, phase) to "
@@ -36,21 +36,27 @@ def series(data: Path = typer.Option(None, "--data", help="Directory of tables."
     check_output(out, "--out", inputs={"--data": data, "--genai": genai, "--phases": phases})
     source, path = one_source({"--data": data, "--genai": genai})
     parse_freq(freq)
+    if metric is not None and source == "--genai":  # the file is one metric: not ignored
+        raise ForesightError(f"--metric {metric}: only with --data (a --genai file holds one "
+                             "metric)")
+    ph = read_phases(phases) if phases is not None else None  # checked before the work
     if source == "--genai":
         try:
             df = read_genai(path, freq)
         except (ValueError, KeyError, OSError) as exc:  # a file of another format
             raise format_error(source, path, exc) from None
     else:
-        df = usage_long(read_tables(path)["samples"], metric, freq)
-    if phases is not None:
-        df = attach_phases(df, read_phases(phases), freq)
+        df = usage_long(read_tables(path)["samples"], metric or "sm", freq)
+    if ph is not None:
+        df = attach_phases(df, ph, freq)
     out.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(out, index=False)
     console.print(f"wrote {df['unique_id'].nunique()} series, {len(df)} rows -> {out}")
 
 
-def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: unique_id, ds, y."),
+def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: unique_id, ds, y"
+                                             "; ds in ISO 8601 / RFC 3339 (no offset: UTC) or "
+                                             "plain numbers as epoch seconds."),
              freq: str = typer.Option("1min", "--freq", help="Bin width."),
              horizon: str = typer.Option("10min", "--horizon", help="Forecast horizon."),
              test_start: str = typer.Option(..., "--test-start", help="First origin scored; "
@@ -111,15 +117,19 @@ def backtest(series_csv: Path = typer.Option(..., "--series", help="Long CSV: un
     except ValueError:
         raise ForesightError(f"bad --test-start {test_start!r}: use RFC 3339") from None
     start = start.tz_localize("UTC") if start.tzinfo is None else start.tz_convert("UTC")
+    ph = read_phases(phases) if phases is not None else None  # checked before the work
     df = regularize(read_series_csv(series_csv), freq, agg="mean")
-    if phases is not None:
-        df = attach_phases(df, read_phases(phases), freq)
+    if ph is not None:
+        df = attach_phases(df, ph, freq)
     else:
         df = _phase_column(df, series_csv, freq)
     train = df[df["ds"] < start]
-    if train.empty or not (df["ds"] >= start).any():
-        raise ForesightError(f"--test-start {start} must fall inside the series "
-                             f"({df['ds'].min()} .. {df['ds'].max()})")
+    if train.empty:
+        raise ForesightError(f"--test-start {start}: no history before it to fit on (the "
+                             f"series start at {df['ds'].min()}): give a later --test-start")
+    if not (df["ds"] >= start).any():
+        raise ForesightError(f"--test-start {start}: nothing to test after it (the series end "
+                             f"at {df['ds'].max()}): give an earlier --test-start")
     try:
         kw = preset(preset_name, parse_freq(freq))
     except ValueError as exc:
@@ -192,13 +202,13 @@ def served_table(pred: pd.DataFrame, model, horizon: str) -> Table:
 def _phase_column(df: pd.DataFrame, path: Path, freq: str) -> pd.DataFrame:
     """The series file's own `phase` column, on the regular grid (carried forward over bins
     the file did not list, as the levels are); df unchanged when the file has none."""
-    from features.demand_series import parse_freq
+    from features.demand_series import parse_freq, parse_times
 
     cols = pd.read_csv(path, nrows=0).columns
     if "phase" not in cols:
         return df
     raw = pd.read_csv(path, usecols=["unique_id", "ds", "phase"], dtype={"unique_id": str})
-    raw["ds"] = pd.to_datetime(raw["ds"], utc=True).dt.floor(parse_freq(freq))
+    raw["ds"] = parse_times(raw["ds"], f"{path}: column ds").dt.floor(parse_freq(freq))
     raw = raw.drop_duplicates(["unique_id", "ds"], keep="last")
     out = df.merge(raw, on=["unique_id", "ds"], how="left")
     out["phase"] = out.groupby("unique_id")["phase"].ffill().fillna("")

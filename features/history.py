@@ -173,6 +173,9 @@ def node_table(df: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     return n.reset_index(drop=True)
 
 
+MAX_SPAN_DAYS = 400
+
+
 def finish_history(pods: pd.DataFrame, nodes: pd.DataFrame, end: float | None, t0, notes: Notes,
                    source: str) -> History:
     """Shared last step of both readers: end of history, jobs, and nodes never used."""
@@ -190,6 +193,12 @@ def finish_history(pods: pd.DataFrame, nodes: pd.DataFrame, end: float | None, t
     last = np.nanmax(np.r_[a, pods["finish"].to_numpy(float), pods["start"].to_numpy(float),
                            a + pods["runtime_s"].to_numpy(float)])
     end = float(last if end is None else end)
+    # the replay's grids grow with the window: a year is far past any use (and --end in the
+    # year 3000 would run until memory runs out)
+    if end - float(a.min()) > MAX_SPAN_DAYS * 86400:
+        raise ForesightError(f"the history would span {(end - a.min()) / 86400:,.0f} days from "
+                             f"its first arrival to its end: at most {MAX_SPAN_DAYS} "
+                             "(check --end, or replay a shorter export)")
     jobs = jobs_from_pods(pods, nodes, end, notes)
     if jobs.empty:
         raise ForesightError("no job left to replay after the problems above")

@@ -230,9 +230,18 @@ def backfill(openmetrics: str | Path, tsdb_dir: str | Path, *, promtool: str = "
             raise ForesightError(f"promtool could not backfill {source}: "
                                  f"{(lines[-1] if lines else '?').strip()[:300]}")
         blocks = [b for b in staging.iterdir() if b.is_dir()]
+        if not blocks and _has_sample(source):  # promtool drops what it cannot place, quietly
+            raise ForesightError(f"promtool wrote no TSDB block from {source}, which has "
+                                 "samples: are their timestamps seconds after 1970?")
         target.mkdir(parents=True, exist_ok=True)
         for block in blocks:
             os.replace(block, target / block.name)
         return len(blocks)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _has_sample(path: Path) -> bool:
+    """Any line that is not a comment (# TYPE, # HELP, # EOF) nor blank: reads until the first."""
+    with path.open(errors="replace") as fh:
+        return any(ln.strip() and not ln.startswith("#") for ln in fh)

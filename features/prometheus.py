@@ -24,6 +24,12 @@ from ground.errors import ForesightError, MetricMissing, SourceUnavailable
 MAX_POINTS_PER_SERIES = 11_000
 
 
+
+def check_url(url: str | None) -> None:
+    """A Prometheus-compatible base URL (Prometheus, Thanos Query, Mimir), or a one-line error."""
+    if not re.match(r"^https?://[^/\s]+", url or ""):
+        raise ForesightError(f"invalid Prometheus URL {url!r}: expected http(s)://host:port")
+
 class MetricSource(ABC):
     """Anything that answers PromQL over a time range."""
 
@@ -79,8 +85,7 @@ class PrometheusSource(MetricSource):
     # -- connection ---------------------------------------------------------------------
     def _connect(self) -> PrometheusConnect:
         if self._client is None:
-            if not re.match(r"^https?://[^/\s]+", self.url or ""):
-                raise ForesightError(f"invalid Prometheus URL {self.url!r}: expected http(s)://host:port")
+            check_url(self.url)
             if self.ca_file and not self.insecure and not os.path.exists(self.ca_file):
                 raise ForesightError(f"CA bundle not found: {self.ca_file}")
             session = requests.Session()

@@ -24,26 +24,44 @@ def _read(path: str | Path, what: str) -> pd.DataFrame:
     return pd.read_csv(p)
 
 
+def _checked(df: pd.DataFrame, path: str | Path) -> pd.DataFrame:
+    """Rows a run time cannot come from are named, not learned from or dropped unsaid: a
+    negative GPU request, a time past any trace's clock, a deletion before the creation."""
+    bad = {"gpu_request is negative": df["gpu_request"] < 0,
+           "a time is beyond 1e12 s": (df[["created", "started", "finished"]].abs() > 1e12)
+           .any(axis=1),
+           "it was deleted before it was created": df["finished"] < df["created"]}
+    for why, mask in bad.items():
+        if mask.any():
+            i = int(mask.to_numpy().nonzero()[0][0])
+            raise ForesightError(f"{path}: data row {i + 1} (pod {df['pod'].iloc[i]}): {why}")
+    return df
+
+
 def openb_pods(path: str | Path) -> pd.DataFrame:
     raw = _read(path, "openb pod list")
+    neg = (raw["num_gpu"] < 0) | (raw["gpu_milli"] < 0)  # -4 x 0 milli would read as 0 GPUs
+    if neg.any():
+        i = int(neg.to_numpy().nonzero()[0][0])
+        raise ForesightError(f"{path}: data row {i + 1}: num_gpu and gpu_milli are counts >= 0")
     tmpl = (raw["cpu_milli"].astype(str) + "-" + raw["memory_mib"].astype(str) + "-"
             + raw["num_gpu"].astype(str) + "x" + raw["gpu_milli"].astype(str) + "-"
             + raw["gpu_spec"].fillna("").astype(str) + "-" + raw["qos"].astype(str))
-    return pd.DataFrame({
+    return _checked(pd.DataFrame({
         "namespace": "openb", "pod": raw["name"].astype(str), "node": "",
         "queue": raw["qos"].astype(str), "priority": raw["qos"].astype(str),
         "workload": tmpl, "gpu_request": raw["num_gpu"] * raw["gpu_milli"] / 1000.0,
         "created": raw["creation_time"].astype(float),
         "started": raw["scheduled_time"].astype(float),
-        "finished": raw["deletion_time"].astype(float)})
+        "finished": raw["deletion_time"].astype(float)}), path)
 
 
 def dlrm_pods(path: str | Path) -> pd.DataFrame:
     raw = _read(path, "DLRM trace")
-    return pd.DataFrame({
+    return _checked(pd.DataFrame({
         "namespace": "dlrm", "pod": raw["instance_sn"].astype(str), "node": "",
         "queue": raw["role"].astype(str), "priority": 0,
         "workload": raw["app_name"].astype(str), "gpu_request": raw["gpu_request"].astype(float),
         "created": raw["creation_time"].astype(float),
         "started": raw["scheduled_time"].astype(float),
-        "finished": raw["deletion_time"].astype(float)})
+        "finished": raw["deletion_time"].astype(float)}), path)

@@ -70,6 +70,9 @@ class SimConfig:
         self.start = self.start.tz_convert("UTC")
         if not (0 < self.days < float("inf") and 0 < self.step_s < float("inf")):  # and NaN
             raise ValueError("days and step_s must be positive and finite")
+        if self.days * 86400.0 < 2 * self.step_s:  # no grid to put a sample on
+            raise ValueError(f"days {self.days:g} is shorter than two samples of "
+                             f"{self.step_s:g} s")
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("nodes and gpus_per_node must be at least 1")
         if not self.queues:

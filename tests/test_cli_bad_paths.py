@@ -168,3 +168,57 @@ def test_demand_backtest_checks_its_default_plot_before_writing(tmp_path, capsys
                            "2026-01-01", "--out", str(tmp_path / "s.csv")]),
              "would overwrite the input given as --series")
     assert series.read_text().startswith("unique_id")
+
+
+# --- second fuzz round ---------------------------------------------------------------------
+
+def test_second_round_values_are_refused_in_one_line(tmp_path, capsys):
+    one_line(capsys, main(["simulate", "--out", str(tmp_path / "s"), "--days", "1e-9"]),
+             "shorter than two samples")
+    one_line(capsys, main(["whatif", "--jobs", str(FIX / "jobs.csv"), "--nodes",
+                           str(FIX / "nodes.csv"), "--end", "3000-01-01T00:00:00Z",
+                           "--out", str(tmp_path / "w")]), "check --end")
+    one_line(capsys, main(["whatif", "--prometheus-url", "notaurl", "--since", "1h",
+                           "--out", str(tmp_path / "w2")]), "invalid Prometheus URL")
+    for opt in ("--threads", "--group-gpus", "--step"):
+        one_line(capsys, main(["train", "--registry", str(tmp_path / "r"), "--synthetic",
+                               opt, "0", "--dry-run", "--out", str(tmp_path / "o")]), opt)
+
+
+def test_runtime_backtest_names_rows_a_run_time_cannot_come_from(tmp_path, capsys):
+    head = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase," \
+           "creation_time,deletion_time,scheduled_time\n"
+    ok = "".join(f"p{i},1000,1024,1,1000,,LS,Running,{i * 60},{i * 60 + 600},{i * 60}\n"
+                 for i in range(20))
+    for row, says in (("px,1000,1024,1,1000,,LS,Running,5000,100,5000", "deleted before"),
+                      ("px,1000,1024,-4,0,,LS,Running,5000,6000,5000", "counts >= 0")):
+        (tmp_path / "ob.csv").write_text(head + ok + row + "\n")
+        one_line(capsys, main(["runtime", "backtest", "--openb", str(tmp_path / "ob.csv")]),
+                 "data row 21", says)
+
+
+def test_whatif_leaves_no_earlier_report_beside_a_new_result(tmp_path):
+    out = tmp_path / "w"
+    out.mkdir()
+    (out / "report.html").write_text("<html>an earlier run</html>")
+    assert main(["whatif", "--jobs", str(FIX / "jobs.csv"), "--nodes", str(FIX / "nodes.csv"),
+                 "--policies", "bestfit", "--right-size", "0", "--workers", "1",
+                 "--no-report", "--out", str(out), "--warmup", "1h"]) == 0
+    assert (out / "whatif.json").is_file() and not (out / "report.html").exists()
+
+
+def test_mig_forecast_with_a_byte_order_mark_reads(tmp_path, capsys):
+    demo = Path(__file__).resolve().parents[1] / "data" / "mig"
+    (tmp_path / "fc.csv").write_bytes(b"\xef\xbb\xbf" + (demo / "demo_forecast.csv").read_bytes())
+    assert main(["mig", "plan", "--snapshot", str(demo / "demo_snapshot.json"), "--forecast",
+                 str(tmp_path / "fc.csv"), "--json"]) == 0
+    assert '"demand"' in capsys.readouterr().out
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="promtool not installed "
+                    "(make test installs Debian's prometheus)")
+def test_backfill_that_writes_no_block_from_samples_is_an_error(tmp_path, capsys):
+    om = tmp_path / "neg.om"
+    om.write_text('# TYPE m gauge\nm{a="1"} 1 -5\n# EOF\n')
+    one_line(capsys, main(["backfill", "--openmetrics", str(om), "--tsdb", str(tmp_path / "t")]),
+             "wrote no TSDB block")

@@ -219,7 +219,7 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
                 "", "--namespace"), queue: str = typer.Option("", "--queue"),
             gpus: float = typer.Option(1.0, "--gpus", help="Requested GPUs."),
             priority: int = typer.Option(0, "--priority"),
-            batch_size: float = typer.Option(None, "--batch-size", help="Per-GPU batch size "
+            batch_size: float = typer.Option(None, "--batch-size", min=1, help="Per-GPU batch size "
                                              "(label foresight.io/batch-size), if known.")
             ) -> None:
     """Predicted workload and peak-framebuffer upper quantile of a job before it starts."""

@@ -19,7 +19,7 @@ DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "mig"
 
 def _read_forecast(path: Path) -> list[dict]:
     try:
-        with path.open(newline="") as fh:
+        with path.open(newline="", encoding="utf-8-sig") as fh:  # a BOM is not a column name
             reader = csv.DictReader(fh)
             rows, header = list(reader), reader.fieldnames
     except FileNotFoundError:

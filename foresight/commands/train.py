@@ -101,7 +101,7 @@ def register(app: typer.Typer) -> None:
                                         help="Publish when not worse than in service by more than this (relative)."),
         kinds: Optional[str] = typer.Option(None, "--kinds", help="Comma-separated kinds (default: all wired)."),
         n_estimators: int = typer.Option(200, "--n-estimators", help="Boosting rounds per LightGBM model."),
-        threads: int = typer.Option(1, "--threads", help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
+        threads: int = typer.Option(1, "--threads", min=1, help="LightGBM threads (1 on a shared machine; more on a dedicated node)."),
         interference_alpha: float = typer.Option(0.1, "--interference-alpha",
                                                  help="Level of the published pessimistic interference bound (0.1: the p10)."),
         interference_admit_risk: float = typer.Option(ADMIT_RISK, "--interference-admit-risk",
@@ -110,7 +110,7 @@ def register(app: typer.Typer) -> None:
         dry_run: bool = typer.Option(False, "--dry-run", help="Backtest and compare, publish nothing."),
         beat_baseline: bool = typer.Option(True, "--beat-baseline/--no-beat-baseline",
                                            help="Refuse a model that does not beat its best same-window baseline (default on)."),
-        group_gpus: int = typer.Option(16, "--group-gpus",
+        group_gpus: int = typer.Option(16, "--group-gpus", min=1,
                                        help="Partitioned --data: GPUs per node group read at once (sets peak memory)."),
         dask_scheduler: Optional[str] = typer.Option(None, "--dask-scheduler",
                                                      help="tcp://HOST:PORT: train LightGBM through lightgbm.dask."),
@@ -130,6 +130,8 @@ def register(app: typer.Typer) -> None:
         if not 0.0 < interference_admit_risk < 0.5:
             raise ForesightError("--interference-admit-risk must be in (0, 0.5), not "
                                  f"{interference_admit_risk}")
+        if not 0 < step < float("inf"):  # and NaN
+            raise ForesightError(f"--step {step}: must be a number of seconds > 0")
         if n_estimators < 1:
             raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
         if not -1 < tolerance < float("inf"):  # and NaN

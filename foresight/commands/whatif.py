@@ -37,15 +37,17 @@ def _history(data, prometheus_url, jobs, nodes, out, since, end):
         return read_csv_history(jobs, nodes, end_s)
     if prometheus_url is not None:
         from features.history_ingest import ingest_history
+        from features.prometheus import check_url
 
         data = out / "ingest"
         if (data / "ingest.json").is_file() and '"complete": true' in \
                 (data / "ingest.json").read_text():
             raise ForesightError(f"{data} already holds an ingest: replay it with --data "
                                  f"{data}, or give another --out")
+        span = parse_duration(since)  # checked before the line saying the ingest starts
+        check_url(prometheus_url)
         err.print(f"ingesting {since} of history from {prometheus_url} into {data}")
-        ingest_history(prometheus_url, data, parse_duration(since),
-                       parse_time(end) if end else None)
+        ingest_history(prometheus_url, data, span, parse_time(end) if end else None)
     elif not Path(data).is_dir():
         raise ForesightError(f"--data {data}: not a directory (give what `foresight ingest "
                              "--out` wrote)")
@@ -113,6 +115,7 @@ def whatif_cmd(
 
         doc, inp, raw = whatif(history, warm, cfg, tick)
     out.mkdir(parents=True, exist_ok=True)
+    (out / "report.html").unlink(missing_ok=True)  # an earlier run's: it would read as this one
     if not no_report:
         from simulator.whatif.report import write_report
 

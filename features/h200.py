@@ -99,6 +99,11 @@ def _numbers(df: pd.DataFrame, cols: list[str], path: Path) -> pd.DataFrame:
             i = int(bad.argmax())
             raise ForesightError(f"{path}: column {c} has non-numeric value "
                                  f"{df[c].iloc[i]!r} on line {i + 2}")
+        neg = (num < 0).to_numpy()  # speeds, rates and DCGM fields are all >= 0
+        if neg.any():
+            i = int(neg.argmax())
+            raise ForesightError(f"{path}: column {c} has negative value {df[c].iloc[i]} on "
+                                 f"line {i + 2}")
         df[c] = num.astype(float)
     return df
 

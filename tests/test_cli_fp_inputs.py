@@ -212,6 +212,12 @@ def test_a_string_in_a_numeric_solo_column_is_named(tmp_path, capsys):
     one_line(capsys, _fit(tmp_path, root), "solo.csv", "util_gpu", "'high'", "line 4")
 
 
+def test_a_negative_speed_is_refused_not_read_as_unmeasured(tmp_path, capsys):
+    root = _colocate(tmp_path, pairs=lambda d: _text(d, "speed_a", 3, "-5"))
+    one_line(capsys, _fit(tmp_path, root), "pairs.csv", "speed_a", "negative value -5",
+             "line 5")
+
+
 @pytest.mark.parametrize("command", ["fit", "evaluate"])
 def test_a_negative_seed_names_the_option(tmp_path, capsys, command):
     out = "--model-dir" if command == "fit" else "--out"

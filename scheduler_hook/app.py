@@ -102,16 +102,24 @@ def _count_filter(out: Any) -> None:
             metrics.FILTER_NODES.labels(outcome).inc(len(got))
 
 
-async def _answer(handle: Handler, receive: Callable, send: Callable) -> None:
-    """One verb as raw ASGI: read the body, answer with the handler's bytes."""
-    chunks, more = [], True
+async def _answer(handle: Handler, receive: Callable, send: Callable,
+                  max_body: int = 16 * 1024 * 1024) -> None:
+    """One verb as raw ASGI: read the body (past `max_body` bytes: read, dropped, a 413),
+    answer with the handler's bytes."""
+    chunks, more, size = [], True, 0
     while more:
         msg = await receive()
         if msg["type"] == "http.disconnect":
             return
-        chunks.append(msg.get("body", b""))
+        size += len(msg.get("body", b""))
+        if size <= max_body:
+            chunks.append(msg.get("body", b""))
         more = msg.get("more_body", False)
-    status, payload = handle(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+    if size > max_body:
+        status, payload = 413, orjson.dumps({"error": f"request body over {max_body} bytes"})
+        handle = None  # type: ignore[assignment]  # nothing to run after
+    else:
+        status, payload = handle(chunks[0] if len(chunks) == 1 else b"".join(chunks))
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(payload)).encode())]})
@@ -128,12 +136,13 @@ class ExtenderApp(FastAPI):
     document and for apps that mount it."""
 
     verb_handlers: dict[str, Handler] = {}
+    max_body: int = 16 * 1024 * 1024  # `serve --max-body-mb`, as on the fast path
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] == "http" and scope["method"] == "POST":
             handle = self.verb_handlers.get(scope["path"])
             if handle is not None:
-                return await _answer(handle, receive, send)
+                return await _answer(handle, receive, send, self.max_body)
         await super().__call__(scope, receive, send)
 
 

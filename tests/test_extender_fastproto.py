@@ -165,3 +165,16 @@ def test_a_failing_verb_is_a_json_500_naming_it_not_a_dropped_connection():
     status, payload = verb_handlers(hook)["/scheduler/filter"](BODIES[0][1])
     assert status == 500
     assert json.loads(payload) == {"error": "extender filter failed: ZeroDivisionError"}
+
+
+def test_the_asgi_road_holds_the_same_body_limit():
+    from fastapi.testclient import TestClient
+
+    app = create_app(_hook())
+    app.max_body = 4096  # what serve sets from --max-body-mb
+    big = json.dumps({"Pod": make_pod("p", gpus=1), "NodeNames": ["n%d" % i for i in range(2000)]})
+    with TestClient(app) as client:
+        r = client.post("/scheduler/filter", content=big.encode())
+        assert r.status_code == 413 and "over 4096 bytes" in r.json()["error"]
+        r = client.post("/scheduler/prioritize", content=BODIES[1][1])
+        assert r.status_code == 200 and r.json()[0]["Host"] == "n0"

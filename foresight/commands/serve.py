@@ -197,6 +197,7 @@ def register(app: typer.Typer) -> None:
             from scheduler_hook.fastproto import verb_protocol
 
             http = verb_protocol(handlers, int(max_body_mb * 1024 * 1024))
+            app.max_body = int(max_body_mb * 1024 * 1024)  # the ASGI road (Expect: 100-continue)
         try:
             uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False,
                         http=http, ssl_certfile=str(tls_cert) if tls_cert else None,

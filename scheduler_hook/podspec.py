@@ -12,7 +12,8 @@ from typing import Any
 
 from scheduler_hook.mig_k8s import pod_request as mig_request, single_profile
 from scheduler_hook.quantity import device_count
-from scheduler_hook.topology import gang_min, pod_topology
+from scheduler_hook.topology import (GANG_MIN_ANNOTATION, GANG_SIZE_ANNOTATION, gang_min,
+                                     pod_topology)
 from scheduler_hook.waiting import queue_and_gang, timestamp
 
 GPU_RESOURCES = ("nvidia.com/gpu",)
@@ -122,13 +123,13 @@ def _float(value: Any, what: str, lo: float = -math.inf, hi: float = math.inf) -
     """A finite number in [lo, hi]; PodSpecError naming ``what`` otherwise."""
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise PodSpecError(f"{what}: not a number: {value!r}") from None
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit JSON integer
+        raise PodSpecError(f"{what}: not a number: {str(value)[:40]!r}") from None
     if not lo <= x <= hi:  # also refuses NaN
         def show(b: float) -> str:
             return str(int(b)) if math.isfinite(b) and b == int(b) else f"{b:g}"
         raise PodSpecError(f"{what}: must be a number from {show(lo)} to {show(hi)}, "
-                           f"got {value!r}")
+                           f"got {str(value)[:40]!r}")
     return x
 
 
@@ -264,6 +265,13 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
     status = pod.get("status") or {}
     queue, gang = queue_and_gang(ns, labels, ann)
     gang_size, topo_req, topo_pref = pod_topology(labels, ann)
+    for key in (GANG_SIZE_ANNOTATION, GANG_MIN_ANNOTATION):  # ours: read strictly
+        raw = str(ann.get(key, "0")).strip()
+        if not (raw.isdigit() and len(raw) <= 6):
+            raise PodSpecError(f"{key}: a whole number of pods, got {str(ann[key])[:40]!r}")
+    low = gang_min(ann)
+    if gang_size and low > gang_size:
+        raise PodSpecError(f"{GANG_MIN_ANNOTATION} {low} is above the gang's size {gang_size}")
     return PodRequest(
         namespace=ns, name=name, uid=str(meta.get("uid", "")),
         node=str(spec.get("nodeName") or ""),
@@ -281,5 +289,5 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
         status.get("startTime") else 0.0,
         gang=gang, mig_profile=mig_profile, mig_count=mig_count, mig_single=mig_single,
         gang_size=gang_size, topology_required=topo_req, topology_preferred=topo_pref,
-        gang_min=gang_min(ann), scheduler=str(spec.get("schedulerName") or ""),
+        gang_min=low, scheduler=str(spec.get("schedulerName") or ""),
     )

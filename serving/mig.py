@@ -25,7 +25,7 @@ class MigForecastRow(BaseModel):
     """One row of the forecast-output contract; MIG series are `<queue>|mig:<profile>`.
     Strict, as the schema reads: false is not a number, 0 is not a boolean."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     unique_id: str = Field(..., max_length=253)
     origin: Optional[str] = Field(None, max_length=64)
     y_true: Optional[float] = None

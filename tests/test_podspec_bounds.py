@@ -105,3 +105,25 @@ def test_a_node_list_item_without_a_metadata_object_is_a_wire_error(meta):
         % str(meta).replace("None", "null").encode()
     with pytest.raises(WireError, match=r"Nodes\.items\[0\]\.metadata\.name"):
         parse_args(body)
+
+
+@pytest.mark.parametrize("ann, says", [
+    ({"foresight.io/gang-size": "-1"}, "gang-size: a whole number of pods"),
+    ({"foresight.io/gang-size": "1e9"}, "gang-size: a whole number of pods"),
+    ({"foresight.io/gang-min": "-1"}, "gang-min: a whole number of pods"),
+    ({"foresight.io/gang-size": "2", "foresight.io/gang-min": "5"}, "above the gang's size 2"),
+    ({"foresight.io/min-speed": 10 ** 400}, "min-speed: not a number"),  # a 401-digit JSON int
+    ({"gpu-memory": 10 ** 400}, "gpu-memory: not a number"),
+])
+def test_our_gang_annotations_and_giant_numbers_are_named(ann, says):
+    with pytest.raises(PodSpecError, match=says):
+        parse_pod(make_pod("p", gpus=0 if "gpu-memory" in ann else 1, annotations=ann))
+
+
+def test_a_giant_priority_is_named_and_sane_gangs_still_parse():
+    pod = make_pod("p", gpus=1, annotations={"foresight.io/gang-size": "4",
+                                            "foresight.io/gang-min": "2"})
+    assert (parse_pod(pod).gang_size, parse_pod(pod).gang_min) == (4, 2)
+    pod["spec"]["priority"] = 10 ** 400
+    with pytest.raises(PodSpecError, match="spec.priority: not a number"):
+        parse_pod(pod)

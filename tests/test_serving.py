@@ -92,6 +92,9 @@ def test_a_body_that_is_not_json_is_a_422_saying_so(registry):
     r = client.post("/v1/mig/plan", json={"forecast": [{"unique_id": "q|mig:1g.18gb",
                                                           "p90": 2}]})  # an int is a number
     assert r.status_code != 422, r.json()
+    r = client.post("/v1/mig/plan", content=b'{"forecast": [{"unique_id": "q|mig:1g.18gb", '
+                    b'"p10": NaN, "p90": 2}]}', headers={"content-type": "application/json"})
+    assert r.status_code == 422 and "p10" in r.json()["error"], r.json()  # unused, still NaN
 
 
 @pytest.mark.parametrize("pairs, field", [

@@ -23,6 +23,7 @@ import pandas as pd
 
 from features.schema import LONG_COLUMNS
 from ground.errors import ForesightError
+from ground.paths import input_file
 
 #: Most bins one series may take on its regular grid (a week of 1-s bins is 604,800): beyond,
 #: a too-small --freq would allocate without bound before any error.
@@ -158,11 +159,7 @@ def read_series_csv(path: str | Path) -> pd.DataFrame:
     """Read and validate S.csv (columns unique_id, ds, y; extra columns are ignored). ds is
     ISO 8601 / RFC 3339 (no offset: UTC) or epoch seconds. One row per (unique_id, ds), as
     statsforecast asks: a duplicate is refused, not summed into a double count."""
-    p = Path(path)
-    if p.is_dir():
-        raise ForesightError(f"series file {p} is a directory: give the CSV file")
-    if not p.is_file():
-        raise ForesightError(f"series file not found: {p}")
+    p = input_file(path, "series file", "the CSV file")
     try:
         df = pd.read_csv(p)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

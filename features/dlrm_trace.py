@@ -13,6 +13,7 @@ import pandas as pd
 
 from features.demand_series import check_grid, data_row, parse_freq, seconds_to_utc
 from ground.errors import ForesightError
+from ground.paths import input_file
 
 #: Anchor of the trace's relative seconds (arbitrary; weekdays are relative to it).
 EPOCH = pd.Timestamp("2025-01-01T00:00:00Z")
@@ -22,11 +23,7 @@ TOTAL = "cluster"
 
 def read_dlrm(path: str | Path) -> pd.DataFrame:
     """Instances created inside the window: app, gpu_request, created (UTC timestamps)."""
-    p = Path(path)
-    if p.is_dir():
-        raise ForesightError(f"DLRM trace {p} is a directory: give the trace's CSV file")
-    if not p.is_file():
-        raise ForesightError(f"DLRM trace not found: {p}")
+    p = input_file(path, "DLRM trace", "the trace's CSV file")
     raw = pd.read_csv(p, usecols=["app_name", "gpu_request", "creation_time"])
     raw = raw.dropna(subset=["creation_time"])  # existed before the window: not an arrival
     if raw.empty:

@@ -20,6 +20,7 @@ import pandas as pd
 from features.demand_series import regularize, seconds_to_utc
 from features.schema import LONG_COLUMNS
 from ground.errors import ForesightError
+from ground.paths import input_file
 
 FILES = {"duty_cycle": "pod_gpu_duty_cycle_dev.csv",
          "memory_used": "pod_gpu_memory_used_bytes_dev.csv"}
@@ -40,11 +41,7 @@ def final_pod(container_ip: str) -> bool:
 
 def read_genai(path: str | Path, freq: str = "1min") -> pd.DataFrame:
     """One GenTD26 per-pod file (CSV) -> regular long table, one series per container_ip."""
-    p = Path(path)
-    if p.is_dir():
-        raise ForesightError(f"genai trace file {p} is a directory: give one per-pod CSV file")
-    if not p.is_file():
-        raise ForesightError(f"genai trace file not found: {p}")
+    p = input_file(path, "genai trace file", "one per-pod CSV file")
     raw = pd.read_csv(p, dtype={"container_ip": str})
     if not _NEED <= set(raw.columns):
         raise ForesightError(f"{p.name}: need columns {', '.join(sorted(_NEED))}")

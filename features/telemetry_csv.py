@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from features.segments import SERIES_METRICS, WideSeries, wide_series
+from ground.paths import input_file
 
 #: CSV column -> dcgm-exporter field. The DCGM names themselves are accepted too.
 COLUMN_ALIASES = {
@@ -96,11 +97,7 @@ def read_telemetry_csv(path: str | Path, pod: str = "job", namespace: str = "def
     value), one row per finite value. notes: which columns were used/ignored and how many
     profiling samples were dropped as not reporting.
     """
-    path = Path(path)
-    if path.is_dir():
-        raise TelemetryCsvError(f"telemetry CSV {path} is a directory: give a CSV file")
-    if not path.is_file():
-        raise TelemetryCsvError(f"telemetry CSV not found: {path}")
+    path = input_file(path, "telemetry CSV", "a CSV file", TelemetryCsvError)
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:

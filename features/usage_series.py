@@ -17,6 +17,7 @@ from features.demand_series import data_row, parse_freq, parse_times, regularize
 from features.schema import LONG_COLUMNS, equals_mask, has_pod
 from features.segments import to_ns
 from ground.errors import ForesightError
+from ground.paths import input_file
 
 USAGE_METRICS = {"sm": "DCGM_FI_PROF_SM_ACTIVE", "fb": "DCGM_FI_DEV_FB_USED",
                  "power": "DCGM_FI_DEV_POWER_USAGE"}
@@ -102,11 +103,7 @@ def phase_times(phases: pd.DataFrame, what: str) -> pd.DataFrame:
 def read_phases(path: str | Path) -> pd.DataFrame:
     """A phase-interval table from Parquet or CSV (see attach_phases for the columns), its
     times checked (phase_times)."""
-    p = Path(path)
-    if p.is_dir():
-        raise ForesightError(f"--phases {p} is a directory: give a Parquet or CSV file")
-    if not p.is_file():
-        raise ForesightError(f"phases file not found: {p}")
+    p = input_file(path, "phases file", "a Parquet or CSV file")
     try:
         ph = pd.read_parquet(p) if p.suffix == ".parquet" else pd.read_csv(p)
     except pd.errors.EmptyDataError:

@@ -12,6 +12,7 @@ from rich.table import Table
 
 from foresight.commands import check_output, distinct_outputs
 from ground.errors import ForesightError
+from ground.paths import input_file
 
 if TYPE_CHECKING:
     from features.segments import WideSeries
@@ -21,11 +22,7 @@ console = Console(highlight=False)
 
 
 def _load_fp(path: Path) -> dict:
-    if path.is_dir():
-        raise ForesightError(f"fingerprint file {path} is a directory: give the JSON that "
-                             "fingerprint build --out wrote")
-    if not path.is_file():
-        raise ForesightError(f"fingerprint file not found: {path}")
+    input_file(path, "fingerprint file", "the JSON that fingerprint build --out wrote")
     try:
         doc = json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
@@ -273,10 +270,7 @@ def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step time
             raise ForesightError(f"{seen[col]} and {opt} both name column {col!r}: give each "
                                  "its own column")
         seen[col] = opt
-    if csv.is_dir():
-        raise ForesightError(f"--csv {csv} is a directory: give a CSV file")
-    if not csv.is_file():
-        raise ForesightError(f"--csv {csv}: not found")
+    input_file(csv, "--csv", "a CSV file")
     try:
         df = pd.read_csv(csv)
     except (ValueError, OSError) as exc:

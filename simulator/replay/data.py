@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ground.errors import ForesightError
+from ground.paths import input_file
 from simulator.replay.constrain import generated_trace
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -20,11 +21,7 @@ POD_COLUMNS = ("name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli")
 
 
 def read_table(path: Path | str, required: tuple[str, ...], what: str) -> pd.DataFrame:
-    path = Path(path)
-    if path.is_dir():
-        raise ForesightError(f"{what} file {path} is a directory: give the CSV file")
-    if not path.is_file():
-        raise ForesightError(f"{what} file not found: {path}")
+    path = input_file(path, f"{what} file", "the CSV file")
     try:
         df = pd.read_csv(path)
     except Exception as exc:  # pandas raises many types for a bad CSV

@@ -1,3 +1,5 @@
 """Foresight: predictive workload modeling for GPU Kubernetes clusters."""
 
-__version__ = "0.1.0"
+from ground.version import __version__
+
+__all__ = ["__version__"]

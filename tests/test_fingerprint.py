@@ -191,3 +191,14 @@ def test_cli_build_show_predict(cluster, tmp_path, capsys):
     rc, out = _cli(capsys, "fingerprint", "build", "--data", str(tmp_path / "missing"),
                    "--out", str(fp))
     assert rc == 2 and "does not exist" in out and "Traceback" not in out
+
+
+def test_forked_labelling_matches_one_process_and_leaves_no_state(cluster):
+    import forecaster.fingerprint.model as fm
+
+    ws = wide_series(cluster.samples)
+    one = FingerprintModel(n_jobs=1).label_all(ws)
+    two = FingerprintModel(n_jobs=2).label_all(ws)
+    assert len(ws) >= 4 and len(one) == len(two) == len(ws)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two))
+    assert fm._WORKER == {}  # the series live in the workers only, not in the parent module

@@ -19,6 +19,7 @@ RULES = {
     "features": {"training", "serving", "scheduler_hook", "forecaster", "foresight"},
     "artifacts": {"training", "serving", "scheduler_hook", "features", "foresight"},
     "simulator": {"foresight"},
+    "training": {"foresight", "serving", "scheduler_hook"},
     "ground": PROJECT - {"ground"},
 }
 

@@ -26,7 +26,7 @@ from typing import Callable
 
 import pandas as pd
 
-from foresight import __version__
+from ground.version import __version__
 from ground.errors import ForesightError
 from training.hygiene import clean_samples
 from training.kinds import KINDS, SkipKind, load_kind

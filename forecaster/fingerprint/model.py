@@ -24,11 +24,16 @@ DEFAULT_KEY = ("foresight.io/job-template",)
 BATCH_LABELS = ("foresight.io/batch-size", "label_foresight_io_batch_size")
 
 
-_WORK: tuple | None = None  # (segmenter, wide series) inherited by forked workers
+_WORKER: dict = {}  # set in each forked worker only (`_init_worker`); empty in the parent
+
+
+def _init_worker(seg: PhaseSegmenter, ws: WideSeries) -> None:
+    # a fork Pool hands initargs to the child without pickling: the series are not copied
+    _WORKER["work"] = (seg, ws)
 
 
 def _label_chunk(idx: list[int]) -> list[np.ndarray]:
-    seg, ws = _WORK
+    seg, ws = _WORKER["work"]
     return [_label_one(seg, ws, k) for k in idx]
 
 
@@ -112,11 +117,10 @@ class FingerprintModel:
             return [_label_one(seg, ws, k) for k in range(len(ws))]
         import multiprocessing as mp
 
-        global _WORK
-        _WORK = (seg, ws)
         # interleaved chunks balance long and short series across workers
         chunks = [list(range(i, len(ws), self.n_jobs)) for i in range(self.n_jobs)]
-        with mp.get_context("fork").Pool(self.n_jobs) as pool:
+        with mp.get_context("fork").Pool(self.n_jobs, initializer=_init_worker,
+                                         initargs=(seg, ws)) as pool:
             parts = pool.map(_label_chunk, chunks)
         out: list = [None] * len(ws)
         for idx, labs in zip(chunks, parts):

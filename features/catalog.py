@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class Metric:
     name: str
-    source: str  # "dcgm" | "ksm" | "kueue"
+    source: str  # "dcgm" | "ksm" | "kueue" | "volcano"
     unit: str
     help: str
 
@@ -59,7 +59,14 @@ KUEUE = _m("kueue", [
     ("kueue_admission_wait_time_seconds", "s", "Admission wait time histogram"),
 ])
 
-CATALOG: dict[str, Metric] = {**DCGM, **KUBE_STATE, **KUEUE}
+# Volcano's scheduler (pkg/scheduler/metrics/queue.go), read where Kueue is absent.
+VOLCANO = _m("volcano", [
+    ("volcano_queue_pod_group_pending_count", "count", "Pending PodGroups per Volcano queue"),
+    ("volcano_queue_pod_group_inqueue_count", "count",
+     "PodGroups admitted to a Volcano queue and not yet running"),
+])
+
+CATALOG: dict[str, Metric] = {**DCGM, **KUBE_STATE, **KUEUE, **VOLCANO}
 
 #: An application's progress counter, exported per pod with dcgm-exporter's GPU labels (the
 #: interference model's speed signal; optional: most clusters do not export one).
@@ -100,10 +107,15 @@ class LabelConfig:
     pod_node: str = "node"
     #: kube_pod_labels label holding the queue (Kueue's queue-name label, as KSM renames it).
     queue: str = "label_kueue_x_k8s_io_queue_name"
+    #: kube_pod_labels labels read, in order, for a pod without `queue` (Volcano's job pods
+    #: carry volcano.sh/queue-name).
+    queue_fallback: tuple[str, ...] = ("label_volcano_sh_queue_name",)
     #: kube_pod_labels labels whose values, joined by "/", form the workload key.
     workload: tuple[str, ...] = ("label_app_kubernetes_io_name",)
     #: Kueue metrics label naming the queue.
     cluster_queue: str = "cluster_queue"
+    #: Volcano queue metrics label naming the queue.
+    volcano_queue: str = "queue_name"
     #: GPU resource name as kube-state-metrics sanitizes it.
     gpu_resource: str = "nvidia_com_gpu"
     #: priority class name -> numeric priority; numeric class names are read as numbers.

@@ -141,7 +141,8 @@ def _write_rest(out: IO[str], pods: pd.DataFrame | None, queues: pd.DataFrame | 
         for metric, fam in queues.groupby("metric", sort=True):
             _family_header(out, metric)
             for queue, s in fam.groupby("queue", sort=True):
-                lab = _labels([(labels.cluster_queue, queue)])
+                by = labels.volcano_queue if metric.startswith("volcano_") else labels.cluster_queue
+                lab = _labels([(by, queue)])
                 n += _write_series(out, metric, lab, _seconds(s["ts"]), s["value"].to_numpy())
     out.write("# EOF\n")
     return n

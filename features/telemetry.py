@@ -45,7 +45,10 @@ def pods_from_source(source: MetricSource, start: datetime, end: datetime,
     pods["priority"] = pods.pop("priority_class").map(lambda c: _priority(c, labels))
 
     lab = _last(source, "kube_pod_labels", window, end)
-    lab = lab.reindex(columns=key + [labels.queue, *labels.workload]).fillna("")
+    lab = lab.reindex(columns=key + [labels.queue, *labels.queue_fallback, *labels.workload]) \
+        .fillna("")
+    for alt in labels.queue_fallback:  # a pod with no Kueue queue: its Volcano queue, if any
+        lab[labels.queue] = lab[labels.queue].where(lab[labels.queue] != "", lab[alt])
     lab["workload"] = lab[list(labels.workload)].astype(str).agg("/".join, axis=1).str.strip("/") \
         if labels.workload else ""
     lab = lab.rename(columns={ns: "namespace", pod: "pod", labels.queue: "queue"})
@@ -86,14 +89,18 @@ def _priority(cls: str, labels: LabelConfig) -> int:
 
 def queue_samples_from_source(source: MetricSource, start: datetime, end: datetime, step_s: float,
                               labels: LabelConfig) -> pd.DataFrame:
-    """Kueue queue gauges as (ts, queue, metric, value); empty when Kueue is not installed."""
+    """Kueue and Volcano queue gauges as (ts, queue, metric, value); empty when neither is
+    installed."""
     frames = []
-    for metric in ("kueue_pending_workloads", "kueue_cluster_queue_resource_pending"):
-        df = source.query_range(f"sum by ({labels.cluster_queue}) ({metric})", start, end, step_s)
-        if df.empty or labels.cluster_queue not in df.columns:
+    for metric, by in (("kueue_pending_workloads", labels.cluster_queue),
+                       ("kueue_cluster_queue_resource_pending", labels.cluster_queue),
+                       ("volcano_queue_pod_group_pending_count", labels.volcano_queue),
+                       ("volcano_queue_pod_group_inqueue_count", labels.volcano_queue)):
+        df = source.query_range(f"sum by ({by}) ({metric})", start, end, step_s)
+        if df.empty or by not in df.columns:
             continue
-        frames.append(pd.DataFrame({"ts": df["ts"], "queue": df[labels.cluster_queue],
-                                    "metric": metric, "value": df["value"]}))
+        frames.append(pd.DataFrame({"ts": df["ts"], "queue": df[by], "metric": metric,
+                                    "value": df["value"]}))
     if not frames:
         return schema.empty(schema.QUEUE_SAMPLE_COLUMNS)
     return schema.conform(pd.concat(frames, ignore_index=True), schema.QUEUE_SAMPLE_COLUMNS)

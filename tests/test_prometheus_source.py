@@ -251,3 +251,49 @@ def test_tls_with_ca_file_and_a_clear_error_without(tmp_path):
         PrometheusSource(server.url, insecure=True).check()
         with pytest.raises(SourceUnavailable, match="TLS handshake"):
             PrometheusSource(server.url, retries=0).check()
+
+
+@pytest.fixture(scope="module")
+def volcano(tmp_path_factory):
+    """A cluster scheduled by Volcano, not Kueue: pods carry volcano.sh/queue-name, and the
+    queue gauges are Volcano's, labelled queue_name."""
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("prometheus/promtool not installed (make test installs Debian's package)")
+    root = tmp_path_factory.mktemp("volcano")
+    end = pd.Timestamp.now(tz="UTC").floor("min") - pd.Timedelta(hours=1)
+    ts = pd.date_range(end=end, periods=120, freq="60s")
+    samples = pd.DataFrame({"ts": ts, "node": "n1", "gpu": "0", "uuid": "GPU-0", "namespace": "ml",
+                            "pod": "train-0", "metric": "DCGM_FI_DEV_GPU_UTIL", "value": 50.0})
+    pods = pd.DataFrame({"namespace": ["ml"], "pod": ["train-0"], "node": ["n1"], "queue": ["vq-a"],
+                         "priority": [0], "workload": ["bert"], "gpu_request": [2.0],
+                         "created": [ts[0]], "started": [ts[1]], "finished": [pd.NaT]})
+    queues = pd.DataFrame({"ts": ts, "queue": "vq-a", "metric": "volcano_queue_pod_group_pending_count",
+                           "value": np.arange(len(ts)) % 4.0})
+    om = root / "history.om"
+    write_openmetrics(om, samples=samples, pods=pods, queues=queues,
+                      labels=LabelConfig(queue="label_volcano_sh_queue_name"))
+    backfill(om, root / "tsdb")
+    with PrometheusServer(root / "tsdb", retention="30d") as server:
+        yield server, ts, queues
+
+
+@needs_prometheus
+def test_volcano_queues_are_read_where_kueue_is_absent(volcano):
+    server, ts, queues = volcano
+    got = ingest(PrometheusSource(server.url), ts[0].to_pydatetime(), ts[-1].to_pydatetime(),
+                 step_s=60, metrics=("DCGM_FI_DEV_GPU_UTIL",))  # the default labels: Kueue's first
+    assert got.pods["queue"].tolist() == ["vq-a"]  # from volcano.sh/queue-name
+    q = got.queues
+    assert set(q["metric"]) == {"volcano_queue_pod_group_pending_count"}
+    assert set(q["queue"]) == {"vq-a"}
+    want = queues.set_index("ts")["value"]
+    assert np.array_equal(q.set_index("ts")["value"].reindex(want.index).to_numpy(), want.to_numpy())
+    # a Kueue queue label, where a pod has one, still wins over the fallback
+    kueue_first = LabelConfig(queue="label_volcano_sh_queue_name", queue_fallback=("label_nope",))
+    got2 = ingest(PrometheusSource(server.url), ts[0].to_pydatetime(), ts[-1].to_pydatetime(),
+                  step_s=60, metrics=("DCGM_FI_DEV_GPU_UTIL",), labels=kueue_first)
+    assert got2.pods["queue"].tolist() == ["vq-a"]
+    none = LabelConfig(queue_fallback=())
+    got3 = ingest(PrometheusSource(server.url), ts[0].to_pydatetime(), ts[-1].to_pydatetime(),
+                  step_s=60, metrics=("DCGM_FI_DEV_GPU_UTIL",), labels=none)
+    assert got3.pods["queue"].tolist() == [""]  # without the fallback the Volcano queue is unseen

@@ -30,7 +30,8 @@ def _labels(overrides: list[str]) -> LabelConfig:
         if not sep or not value or key not in LabelConfig.__dataclass_fields__ or key == "priorities":
             fields = ", ".join(f for f in LabelConfig.__dataclass_fields__ if f != "priorities")
             raise ForesightError(f"invalid --label {item!r}: expected FIELD=LABEL with FIELD one of {fields}")
-        cfg = replace(cfg, **{key: tuple(value.split(",")) if key == "workload" else value})
+        listed = isinstance(getattr(cfg, key), tuple)  # workload, queue_fallback: comma lists
+        cfg = replace(cfg, **{key: tuple(value.split(",")) if listed else value})
     return cfg
 
 

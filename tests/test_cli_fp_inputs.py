@@ -245,3 +245,13 @@ def test_one_workload_is_what_is_short(tmp_path, capsys):
 def test_a_missing_pairs_column_is_said_so(tmp_path, capsys):
     root = _colocate(tmp_path, pairs=lambda d: d.drop(columns="speed_b"))
     one_line(capsys, _fit(tmp_path, root), "pairs.csv", "missing column speed_b")
+
+
+def test_an_unknown_workload_key_is_said_not_silently_replaced(predictor, capsys):
+    args = ["fingerprint", "predict", "--predictor", str(predictor), "--image", "img/b"]
+    assert main([*args, "--workload", "b"]) == 0
+    out = capsys.readouterr().out
+    assert "source=key workload=b" in out and "not in the predictor" not in out
+    assert main([*args, "--workload", "resnet50"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "workload 'resnet50' is not in the predictor" in out and "source=model" in out

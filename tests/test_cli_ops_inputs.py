@@ -154,3 +154,14 @@ def test_ingest_timeout_and_retries_bounds(tmp_path, capsys, args, needle, code)
     line = one_line_error(capsys, needle)
     assert "Prometheus" not in line
     assert not out.exists()
+
+
+def test_timeline_help_names_every_policy_all_runs():
+    import inspect
+
+    from foresight.commands.timeline import timeline_cmd
+    from simulator.timeline.policies import POLICIES
+
+    opt = inspect.signature(timeline_cmd).parameters["policies"].default
+    listed = {p.strip(" .") for p in opt.help.split(":", 1)[1].split(";")[0].split(",")}
+    assert listed == set(POLICIES)

@@ -202,3 +202,32 @@ def test_forked_labelling_matches_one_process_and_leaves_no_state(cluster):
     assert len(ws) >= 4 and len(one) == len(two) == len(ws)
     assert all(np.array_equal(a, b) for a, b in zip(one, two))
     assert fm._WORKER == {}  # the series live in the workers only, not in the parent module
+
+
+def test_without_a_batch_size_a_known_workload_is_bounded_by_its_own_run_peaks(tmp_path):
+    """A workload whose peaks spread with a batch size the job does not declare: with runs
+    enough, the bound is the order statistic of its own peaks (here, with 60 runs at 95 % /
+    95 %, their max), not the median times a residual quantile pooled over workloads."""
+    rng = np.random.default_rng(0)
+
+    def runs(w, n, lo, hi):
+        return pd.DataFrame({"workload": w, "image": w, "namespace": "ml", "queue": "q",
+                             "gpu_request": 1.0, "priority": 0, "batch_size": np.nan,
+                             "peak_fb_mib": rng.uniform(lo, hi, n)})
+
+    # `tight` has too few runs for a quantile of its own residuals (< 50): the pooled one,
+    # which `wide` dominates, used to put its bound at 1.7x its largest peak
+    wide, tight = runs("wide", 60, 6000, 36000), runs("tight", 40, 10000, 10400)
+    few = runs("few", 8, 3000, 30000)
+    p = NewJobPredictor(n_estimators=10).fit(pd.concat([wide, tight, few], ignore_index=True))
+    ask = pd.DataFrame({"workload": ["wide", "tight", "few"], "image": ["wide", "tight", "few"],
+                        "namespace": "ml", "queue": "q", "gpu_request": 1.0, "priority": 0})
+    up = p.predict(ask).set_index("workload")["peak_fb_upper_mib"]
+    assert up["wide"] == pytest.approx(wide["peak_fb_mib"].max(), rel=1e-3)
+    # 40 runs: the average-case rank, the 39th of 40
+    assert up["tight"] == pytest.approx(np.sort(tight["peak_fb_mib"])[38], rel=1e-3)
+    # eight runs cannot promise 95 %: the median and the residual quantile, as before
+    assert up["few"] == pytest.approx(np.exp(p.center_["few"] + p.q_key_["few"]), rel=1e-3)
+    p.save(tmp_path / "m")
+    pd.testing.assert_frame_equal(NewJobPredictor.load(tmp_path / "m").predict(ask),
+                                  p.predict(ask))

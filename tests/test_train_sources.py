@@ -92,18 +92,15 @@ def test_a_flat_table_is_read_in_parts_and_split_by_day_and_metric(simulated, tm
     assert man["complete"] and pd.Timestamp(man["end"]) == samples["ts"].max()
 
 
-def test_prometheus_source_refuses_partial_data_and_keeps_no_pull(simulated, tmp_path,
-                                                                  monkeypatch):
-    """A pull covering 40 % of the window is refused, and not kept for the next run."""
+def _pull_only(full: dict, keep):
+    """An ingest_to_dir that writes `full`'s pods and queues and the samples `keep` selects,
+    as a complete pull."""
     import features.ingest_store as store
 
-    full = read_tables(simulated)
-    cut = full["samples"]["ts"].min() + pd.Timedelta(hours=19)
-
-    def partial(source, start, end, out, **kw):
+    def pull(source, start, end, out, **kw):
         s = full["samples"]
+        kept = s[keep(s)]
         write_tables(out, {"pods": full["pods"], "queues": full["queues"]})
-        kept = s[s["ts"] < cut]
         for (day, metric), part in kept.groupby([kept["ts"].dt.floor("D"), "metric"]):
             store.atomic_parquet(part, store.partition_path(Path(out), f"{day:%Y-%m-%d}", metric))
         (Path(out) / store.MANIFEST).write_text(json.dumps(
@@ -111,13 +108,38 @@ def test_prometheus_source_refuses_partial_data_and_keeps_no_pull(simulated, tmp
              "metrics": list(TRAINING_METRICS), "complete": True}))
         return {}
 
-    monkeypatch.setattr(store, "ingest_to_dir", partial)
+    return pull
+
+
+def _pull_window(full: dict, tmp_path):
     s = full["samples"]["ts"]
+    return sources.from_prometheus("http://fake:9090", s.min().to_pydatetime(),
+                                   s.max().to_pydatetime(), step_s=60, source=object(),
+                                   scratch=tmp_path, max_age=pd.Timedelta(days=3650))
+
+
+def test_prometheus_source_refuses_partial_data_and_keeps_no_pull(simulated, tmp_path,
+                                                                  monkeypatch):
+    """A pull covering 40 % of the window is refused, and not kept for the next run."""
+    full = read_tables(simulated)
+    cut = full["samples"]["ts"].min() + pd.Timedelta(hours=19)
+    monkeypatch.setattr("features.ingest_store.ingest_to_dir",
+                        _pull_only(full, lambda s: s["ts"] < cut))
     with pytest.raises(Exception, match="partial data from http://fake.*left untouched"):
-        sources.from_prometheus("http://fake:9090", s.min().to_pydatetime(),
-                                s.max().to_pydatetime(), step_s=60, source=object(),
-                                scratch=tmp_path, max_age=pd.Timedelta(days=3650))
+        _pull_window(full, tmp_path)
     assert not sources.pull_dir(tmp_path).exists()
+
+
+def test_a_progress_counter_seen_part_of_the_window_is_not_partial_data(simulated, tmp_path,
+                                                                        monkeypatch):
+    """The app counter exists only while pods exporting it run: the rest is full, it is cut
+    to 40 % of the window, and the pull trains."""
+    full = read_tables(simulated)
+    assert sources.PROGRESS_METRIC in set(full["samples"]["metric"])
+    cut = full["samples"]["ts"].min() + pd.Timedelta(hours=19)
+    monkeypatch.setattr("features.ingest_store.ingest_to_dir", _pull_only(
+        full, lambda s: (s["metric"] != sources.PROGRESS_METRIC) | (s["ts"] < cut)))
+    assert sources.PROGRESS_METRIC in _pull_window(full, tmp_path).store.metrics
 
 
 def _digest(root: Path) -> str:
@@ -146,27 +168,33 @@ def prom(simulated, tmp_path_factory):
         yield server, man["start"], man["end"]
 
 
-@needs_prometheus
-def test_an_interrupted_prometheus_pull_resumes_in_the_scratch_directory(prom, tmp_path):
+def _counted(prom, calls: list, fail_after: int | None = None):
+    """(server, start, end, a source recording each range query in `calls` and dropping
+    the connection after `fail_after` of them)."""
     from datetime import datetime
 
     from features.prometheus import PrometheusSource
     from foresight.errors import SourceUnavailable
 
-    server, start, end = prom
-    t0, t1 = datetime.fromisoformat(start), datetime.fromisoformat(end)
-    calls = []
-
-    class Flaky(PrometheusSource):
-        fail_after: int | None = 5
-
+    class Counted(PrometheusSource):
         def query_range(self, *a, **kw):
             calls.append(a[0])
             if self.fail_after is not None and len(calls) > self.fail_after:
                 raise SourceUnavailable("connection dropped")
             return super().query_range(*a, **kw)
 
-    src = Flaky(server.url)
+    server, start, end = prom
+    src = Counted(server.url)
+    src.fail_after = fail_after
+    return server, datetime.fromisoformat(start), datetime.fromisoformat(end), src
+
+
+@needs_prometheus
+def test_an_interrupted_prometheus_pull_resumes_in_the_scratch_directory(prom, tmp_path):
+    from foresight.errors import SourceUnavailable
+
+    calls = []
+    server, t0, t1, src = _counted(prom, calls, fail_after=5)
     old = pd.Timedelta(days=3650)
     with pytest.raises(SourceUnavailable):
         sources.from_prometheus(server.url, t0, t1, step_s=60, source=src, scratch=tmp_path,
@@ -182,6 +210,34 @@ def test_an_interrupted_prometheus_pull_resumes_in_the_scratch_directory(prom, t
                                     max_age=old)
     assert _digest(h.store.root) == _digest(fresh.store.root)
     assert h.scratch == sources.pull_dir(tmp_path) and h.samples is None
+
+
+@needs_prometheus
+def test_a_pull_under_other_label_names_is_not_reused(prom, tmp_path):
+    from features.catalog import LabelConfig
+
+    calls = []
+    server, t0, t1, src = _counted(prom, calls)
+    kw = dict(step_s=60, source=src, scratch=tmp_path, max_age=pd.Timedelta(days=3650))
+    sources.from_prometheus(server.url, t0, t1, **kw)
+    n = len(calls)
+    sources.from_prometheus(server.url, t0, t1, **kw)  # the same labels: the pull is reused
+    assert len(calls) == n
+    h = sources.from_prometheus(server.url, t0, t1, labels=LabelConfig(queue_fallback=()), **kw)
+    assert len(calls) > n and h.pods["queue"].ne("").any()
+
+
+@pytest.mark.parametrize("args, msg", [
+    (["--step", "0"], "--step 0: must be"),
+    (["--step", "soon"], "invalid duration 'soon'"),
+    (["--token", "a", "--token-file", "t"], "give the bearer token once"),
+    (["--label", "nope=x"], "invalid --label 'nope=x'"),
+])
+def test_train_source_options_are_checked_in_one_line(args, msg, tmp_path, capsys):
+    rc = main(["train", "--prometheus-url", "http://127.0.0.1:9", "--registry",
+               str(tmp_path / "r"), "--out", str(tmp_path / "o"), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and msg in err and len(err.strip().splitlines()) == 1, err
 
 
 @needs_prometheus

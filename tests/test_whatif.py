@@ -298,3 +298,23 @@ def test_nodes_and_gangs_from_kube_state_metrics():
     assert n.to_dict("list") == {"node": ["a", "b"], "gpus": [8.0, 4.0], "model": ["H100", ""]}
     g = gangs_from_source(Source(), None, 60)
     assert g["gang"].tolist() == ["x/pg", "x/pg", "y/vj"]
+
+
+@pytest.mark.parametrize("values, log", [([[0.0, 0.0], [0.0, np.nan]], False),
+                                         ([[1.0, 2.0], [1.5, 400.0]], True)])
+def test_report_bars_without_a_positive_value_warn_nothing(values, log):
+    import warnings
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from simulator.whatif.report import _bars
+
+    fig, ax = plt.subplots()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "All-NaN slice" printed on every quiet run
+        _bars(ax, ["a", "b"], ["x", "y"], np.array(values), "wait")
+    assert (ax.get_yscale() == "symlog") == log
+    plt.close(fig)

@@ -156,13 +156,15 @@ def pull_dir(scratch: str | Path | None) -> Path:
     return Path(scratch or tempfile.gettempdir()) / "foresight-prometheus-pull"
 
 
-def _leftover(root: Path, step_s: float, max_age: pd.Timedelta) -> bool:
+def _leftover(root: Path, step_s: float, max_age: pd.Timedelta, labels=None) -> bool:
     """Keep what an earlier run left in `root` (an interrupted pull resumes over its own
     window; a complete one is trained from) unless it is older than `max_age` or was pulled
-    with another step: that is removed and pulled anew."""
+    with another step or other label names: that is removed and pulled anew."""
     import json
     import shutil
+    from dataclasses import asdict
 
+    from features.catalog import LabelConfig
     from features.ingest import now_utc
     from features.ingest_store import MANIFEST
 
@@ -171,8 +173,9 @@ def _leftover(root: Path, step_s: float, max_age: pd.Timedelta) -> bool:
         have = json.loads(man.read_text()) if man.is_file() else None
     except (OSError, ValueError):
         have = {}
-    fresh = bool(have) and have.get("step_s") == step_s and list(
-        have.get("metrics", [])) == list(TRAINING_METRICS) and \
+    want = json.loads(json.dumps(asdict(labels or LabelConfig()), default=list))
+    fresh = bool(have) and have.get("step_s") == step_s and have.get("labels", want) == want \
+        and list(have.get("metrics", [])) == list(TRAINING_METRICS) and \
         pd.Timestamp(now_utc()) - pd.Timestamp(have["end"]) <= max_age
     if root.exists() and not fresh:
         shutil.rmtree(root)
@@ -200,7 +203,7 @@ def partition_coverage(store, start: pd.Timestamp, end: pd.Timestamp, step_s: fl
 def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30.0,
                     min_coverage: float = 0.9, source=None, scratch: str | Path | None = None,
                     progress=None, max_age: pd.Timedelta = pd.Timedelta("1D"),
-                    **auth) -> History:
+                    labels=None, **auth) -> History:
     """Pull [start, end] from Prometheus (or Thanos/Mimir/VictoriaMetrics: same query API)
     into partitions under `scratch` and read them as `from_partitions` does: the pull is
     `foresight ingest`'s (features.ingest_store, one day x metric at a time, resumable), so
@@ -214,17 +217,20 @@ def from_prometheus(url: str, start: datetime, end: datetime, step_s: float = 30
 
     root = pull_dir(scratch)
     src = source or PrometheusSource(url, **auth)
-    if not _leftover(root, step_s, max_age):
+    if not _leftover(root, step_s, max_age, labels):
         # the training metrics, each optional (profiling metrics and the app progress
         # counter are often not exported): absent ones are reported, not refused
         ingest_to_dir(src, start, end, root, step_s=step_s, metrics=TRAINING_METRICS,
-                      required=False, progress=progress)
+                      required=False, progress=progress, labels=labels)
     try:  # a pull that cannot be trained from is not kept for the next run
         h = from_partitions(str(root))
         t0, t1 = h.start, h.end
         missing = [m for m in TRAINING_METRICS if m not in h.store.metrics]
+        # the progress counter exists only while a pod that exports it runs: its share of
+        # the window says how busy such pods were, not whether the pull was complete
         cov = partition_coverage(h.store, t0, t1, step_s, [m for m in TRAINING_METRICS
-                                                           if m not in missing])
+                                                           if m not in missing
+                                                           and m != PROGRESS_METRIC])
         short = {m: c for m, c in cov.items() if c < min_coverage}
         if short:
             worst = min(short, key=short.get)

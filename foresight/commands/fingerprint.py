@@ -239,6 +239,10 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
                          "queue": queue, "gpu_request": gpus, "priority": priority,
                          "batch_size": batch_size}])
     r = m.predict(job).iloc[0]
+    if workload and r["source"] == "model":  # say it: the numbers are not this key's own
+        console.print(f"workload {workload!r} is not in the predictor: the bound comes from "
+                      f"the job's metadata, and the most similar known workload is "
+                      f"{r['workload']!r}")
     console.print(f"source={r['source']} workload={r['workload']} peak_fb_p50_mib="
                   f"{r['peak_fb_p50_mib']:.0f} peak_fb_upper_mib={r['peak_fb_upper_mib']:.0f} "
                   f"(coverage {m.coverage:g})")

@@ -23,7 +23,8 @@ from ground.errors import ForesightError
 console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
-def _labels(overrides: list[str]) -> LabelConfig:
+def parse_labels(overrides: list[str]) -> LabelConfig:
+    """--label FIELD=LABEL overrides of the default label names (comma lists for tuple fields)."""
     cfg = LabelConfig()
     for item in overrides:
         key, sep, value = item.partition("=")
@@ -33,6 +34,18 @@ def _labels(overrides: list[str]) -> LabelConfig:
         listed = isinstance(getattr(cfg, key), tuple)  # workload, queue_fallback: comma lists
         cfg = replace(cfg, **{key: tuple(value.split(",")) if listed else value})
     return cfg
+
+
+def source_auth(token: Optional[str], token_file: Optional[Path], username: Optional[str],
+                ca_file: Optional[Path], insecure: bool) -> dict:
+    """PrometheusSource's auth and TLS arguments from the options `ingest` and `train`
+    share: a bearer token (given, from a file, or env FORESIGHT_PROM_TOKEN), basic auth
+    (password from env FORESIGHT_PROM_PASSWORD), a CA bundle or no verification."""
+    if token and token_file:
+        raise ForesightError("give the bearer token once: --token or --token-file")
+    return {"token": token or _read_secret(token_file, "FORESIGHT_PROM_TOKEN"),
+            "username": username, "password": os.environ.get("FORESIGHT_PROM_PASSWORD"),
+            "ca_file": str(ca_file) if ca_file else None, "insecure": insecure}
 
 
 def _read_secret(path: Optional[Path], env: str) -> Optional[str]:
@@ -68,11 +81,10 @@ def ingest_cmd(
     end_t = parse_time(end) if end else now_utc()
     start_t = parse_time(start) if start else end_t - parse_duration(since)
     step_s = parse_duration(step).total_seconds()
-    source = PrometheusSource(prometheus_url, token=_read_secret(token_file, "FORESIGHT_PROM_TOKEN"),
-                              username=username, password=os.environ.get("FORESIGHT_PROM_PASSWORD"),
-                              ca_file=str(ca_file) if ca_file else None, insecure=insecure,
+    source = PrometheusSource(prometheus_url, **source_auth(None, token_file, username, ca_file,
+                                                            insecure),
                               timeout_s=timeout, retries=retries)
-    labels = _labels(label)
+    labels = parse_labels(label)
     with Progress(TextColumn("[bold]{task.description:<44}"), BarColumn(),
                   TextColumn("{task.completed}/{task.total} partitions"),
                   TextColumn("{task.fields[rows]:>12,} samples"), TimeElapsedColumn(),

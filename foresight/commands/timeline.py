@@ -25,9 +25,12 @@ def timeline_cmd(
                                  "separated: helios (per-VC Helios Earth), dlrm (Alibaba DLRM)."),
     seeds: str = typer.Option("0", "--seeds", help="e.g. 0-4 or 100,101."),
     days: float = typer.Option(14.0, "--days", help="Measured days (after 1 day of warm-up)."),
-    policies: str = typer.Option("all", "--policies", help="bestfit, fgd, foresight, "
-                                 "foresight-reserve, foresight-flat, foresight-backfill, "
-                                 "backfill-flat, oracle, or 'all'."),
+    policies: str = typer.Option("all", "--policies", help="Comma-separated: bestfit, fgd, "
+                                 "foresight, foresight-reserve, foresight-flat, "
+                                 "foresight-backfill, backfill-flat, oracle, foresight-drain, "
+                                 "drain-pending, drain-flat, drain-oracle, drain-oracle-pred, "
+                                 "kube-default; or 'all' (every one: about 10 min per seed "
+                                 "and 2 days on 2 cores)."),
     load: float = typer.Option(0.9, "--load", help="Offered GPU-seconds per GPU-second."),
     no_gang: bool = typer.Option(False, "--no-gang", help="Place gang pods one by one (no "
                                  "all-or-nothing): shows gang deadlocks."),

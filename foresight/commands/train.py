@@ -22,7 +22,7 @@ console = Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _fetch(prometheus_url, since, end, step, data, synthetic, seed, days, nodes, min_coverage,
-           token, scratch, progress=None):
+           auth, scratch, progress=None, labels=None):
     """The history, from exactly one source. Every source but --synthetic stays on disk as
     partitions (an ingest or `simulate` directory as it is; a flat table split on read; a
     Prometheus pull into --scratch, resumable) and is read node group by node group."""
@@ -42,8 +42,21 @@ def _fetch(prometheus_url, since, end, step, data, synthetic, seed, days, nodes,
 
     end_t = parse_time(end) if end else now_utc()
     return sources.from_prometheus(prometheus_url, end_t - parse_duration(since), end_t,
-                                   step_s=step, min_coverage=min_coverage, token=token,
-                                   scratch=scratch, progress=progress)
+                                   step_s=step, min_coverage=min_coverage, scratch=scratch,
+                                   progress=progress, labels=labels, **auth)
+
+
+def _step_seconds(text: str) -> float:
+    """--step as `ingest` reads it (30s, 1m), or a plain number of seconds as before."""
+    from features.ingest import parse_duration
+
+    try:
+        step = float(text)
+    except ValueError:
+        step = parse_duration(text).total_seconds()
+    if not 0 < step < float("inf"):  # and NaN
+        raise ForesightError(f"--step {text}: must be a duration > 0 (30s, 1m) or seconds")
+    return step
 
 
 def summary_table(result, report: Path, elapsed: float, title: str | None = None) -> Table:
@@ -86,9 +99,19 @@ def register(app: typer.Typer) -> None:
                                               help="Disk for the pulled or split partitions and "
                                               "the node groups (default: the temp directory); a "
                                               "killed pull resumes there."),
-        step: float = typer.Option(30.0, "--step", help="Query step in seconds."),
+        step: str = typer.Option("30s", "--step", help="Query step (the scrape interval), "
+                                 "e.g. 30s, 1m; a plain number is seconds."),
         token: Optional[str] = typer.Option(None, "--token", envvar="FORESIGHT_PROM_TOKEN",
                                             help="Bearer token for the metric source."),
+        token_file: Optional[Path] = typer.Option(None, "--token-file",
+                                                  help="Bearer token file (instead of --token)."),
+        username: Optional[str] = typer.Option(None, "--username", help="Basic-auth user "
+                                               "(password from env FORESIGHT_PROM_PASSWORD)."),
+        ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="CA bundle to verify "
+                                               "the server's TLS certificate."),
+        insecure: bool = typer.Option(False, "--insecure", help="Skip TLS verification."),
+        label: list[str] = typer.Option([], "--label", help="Label name override "
+                                        "FIELD=LABEL, as `foresight ingest --label`."),
         min_coverage: float = typer.Option(0.9, "--min-coverage",
                                            help="Refuse history covering less of the window."),
         data: Optional[str] = typer.Option(None, "--data", help="Directory of Parquet tables."),
@@ -130,8 +153,11 @@ def register(app: typer.Typer) -> None:
         if not 0.0 < interference_admit_risk < 0.5:
             raise ForesightError("--interference-admit-risk must be in (0, 0.5), not "
                                  f"{interference_admit_risk}")
-        if not 0 < step < float("inf"):  # and NaN
-            raise ForesightError(f"--step {step}: must be a number of seconds > 0")
+        from foresight.commands.ingest import parse_labels, source_auth
+
+        step = _step_seconds(step)
+        auth = source_auth(token, token_file, username, ca_file, insecure)
+        labels = parse_labels(label)
         if n_estimators < 1:
             raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
         if not -1 < tolerance < float("inf"):  # and NaN
@@ -170,7 +196,7 @@ def register(app: typer.Typer) -> None:
                            f"samples): {what}")
 
             history = _fetch(prometheus_url, since, end, step, data, synthetic, seed, days,
-                             nodes, min_coverage, token, scratch, pulled)
+                             nodes, min_coverage, auth, scratch, pulled, labels)
             n = history.store.rows() if history.samples is None else len(history.samples)
             bar.update(task, advance=1, description=f"fetched {n:,} samples")
 

@@ -51,8 +51,9 @@ def _bars(ax, names: list[str], groups: list[str], values: np.ndarray, ylabel: s
     ax.set_xticks(x)
     ax.set_xticklabels(groups, fontsize=7, rotation=30 if len(groups) > 5 else 0)
     ax.set_ylabel(ylabel)
-    if np.nanmax(np.nan_to_num(values), initial=0) > 20 * max(
-            np.nanmedian(np.where(values > 0, values, np.nan)), 1.0):  # one bar dwarfs the rest
+    positive = values[np.isfinite(values) & (values > 0)]  # none: every bar 0 or unknown
+    if positive.size and positive.max() > 20 * max(float(np.median(positive)), 1.0):
+        # one bar dwarfs the rest
         ax.set_yscale("symlog", linthresh=10)
         ax.set_ylabel(ylabel + " (log above 10)")
     ax.legend(fontsize=6, ncol=2)

@@ -229,6 +229,18 @@ def arrivals_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue
     return regularize(out, freq, "sum")
 
 
+def arrivals_until(pods: pd.DataFrame, freq: str, end: pd.Timestamp) -> pd.DataFrame:
+    """`arrivals_from_pods` of the pods created before `end`, every queue on one grid up to
+    the last whole bin before `end` (no arrivals = 0 GPUs): the series the demand kind trains
+    on, and the one the extender's reservation forecasts from."""
+    s = arrivals_from_pods(pods[pods["created"] < end], freq)
+    grid = pd.date_range(s["ds"].min(), end - pd.Timedelta(freq), freq=freq)
+    full = pd.MultiIndex.from_product([sorted(s["unique_id"].unique()), grid],
+                                      names=["unique_id", "ds"])
+    return (s.set_index(["unique_id", "ds"])["y"].reindex(full, fill_value=0.0)
+            .reset_index())
+
+
 def pending_from_pods(pods: pd.DataFrame, freq: str = "10min", by: str = "queue") -> pd.DataFrame:
     """Time-averaged GPUs pending (created <= t < started) in each bin, per `by`.
 

@@ -111,6 +111,48 @@ def test_demand_provider_reads_the_published_mix_and_reserves_forecast_queue_dem
         assert d.mix_source == src
 
 
+def test_the_reservation_forecasts_from_prometheus_what_the_retraining_job_would_build(
+        registry, tmp_path):
+    """`demand.prometheus_url`: the recent arrivals read from kube-state-metrics in a real
+    Prometheus give the same reservation as the series the demand kind builds from the same
+    pods, written to a file; a Prometheus with no such pods leaves the provider to the loader's
+    fallback (it raises, the previous provider stays)."""
+    import shutil
+
+    from artifacts.registry import Registry
+    from features.demand_series import arrivals_until
+    from features.openmetrics import backfill, write_openmetrics
+    from promserver import PrometheusServer
+    from training import sources
+    from training.kinds import load_kind
+
+    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
+        pytest.skip("prometheus/promtool not installed (make test installs Debian's package)")
+    path, _ = Registry(registry).fetch("demand")
+    model = load_kind("demand").load(path)
+    now = pd.Timestamp.now(tz="UTC").floor(model.freq) - pd.Timedelta(model.freq)
+    pods = sources.synthetic(seed=1, days=2.5, nodes=2).pods.dropna(subset=["created"])
+    shift = now - pd.Timedelta("30min") - pods["created"].max()
+    for c in ("created", "started", "finished"):
+        pods[c] = pods[c] + shift
+    queues = sorted(set(pods["queue"].astype(str)) - {""})
+    assert len(queues) >= 2
+    write_openmetrics(tmp_path / "h.om", pods=pods, pod_step_s=600)
+    backfill(tmp_path / "h.om", tmp_path / "tsdb", block_duration="24h")
+    cfg = {"reserve_queues": queues[:1], "history": "4d"}  # every pod: the same grid
+    with PrometheusServer(tmp_path / "tsdb", retention="3650d") as server:
+        live = DemandProvider.from_model(model, "1", {**cfg, "prometheus_url": server.url},
+                                         now=now)
+    series = tmp_path / "recent.csv"
+    arrivals_until(pods, model.freq, now).to_csv(series, index=False)
+    from_file = DemandProvider.from_model(model, "1", {**cfg, "series": str(series)})
+    assert live.reserved_whole_gpus() == pytest.approx(from_file.reserved_whole_gpus())
+    assert live.reserved_whole_gpus() > 0
+    with PrometheusServer(tmp_path / "empty", retention="1d") as server:
+        with pytest.raises(LookupError, match="no pod with a queue"):
+            DemandProvider.from_model(model, "1", {**cfg, "prometheus_url": server.url}, now=now)
+
+
 def _csv(path: Path, rows: str) -> Path:
     path.write_text("ts,g_per_kwh,region\n" + rows)
     return path

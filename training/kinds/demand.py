@@ -22,15 +22,9 @@ PRIMARY = "mae"
 
 
 def _series(pods: pd.DataFrame, freq: str, end: pd.Timestamp) -> pd.DataFrame:
-    from features.demand_series import arrivals_from_pods
+    from features.demand_series import arrivals_until
 
-    s = arrivals_from_pods(pods[pods["created"] < end], freq)
-    # every queue on one grid up to the end of the history (no arrivals = 0 GPUs)
-    grid = pd.date_range(s["ds"].min(), end - pd.Timedelta(freq), freq=freq)
-    full = pd.MultiIndex.from_product([sorted(s["unique_id"].unique()), grid],
-                                      names=["unique_id", "ds"])
-    return (s.set_index(["unique_id", "ds"])["y"].reindex(full, fill_value=0.0)
-            .reset_index())
+    return arrivals_until(pods, freq, end)
 
 
 def prepare(history, cfg) -> dict:

@@ -163,3 +163,20 @@ def test_training_cronjob_pulls_into_a_scratch_claim_with_memory_sized_from_the_
     assert vol["persistentVolumeClaim"]["claimName"] in claims
     assert c["resources"]["limits"]["memory"] and c["resources"]["requests"]["memory"]
     assert "bench/results/train_scale.md" in text  # the sizing says where it comes from
+
+
+def test_extender_configmap_is_a_config_serve_accepts(tmp_path, capsys):
+    """The ConfigMap's extender.yaml goes through the same checks as `serve --config`
+    (unknown keys and sections of the wrong shape are refused)."""
+    from foresight.cli import main
+
+    text = one("ConfigMap", "foresight-extender-config")["data"]["extender.yaml"]
+    (tmp_path / "c.yaml").write_text(text)
+    from scheduler_hook.config import load_config
+
+    cfg = load_config(tmp_path / "c.yaml")
+    assert cfg["demand"]["prometheus_url"].startswith("http://")
+    (tmp_path / "bad.yaml").write_text(text.replace("prometheus_url:", "prometheus_ulr:"))
+    rc = main(["serve", "--only", "extender", "--snapshot", str(tmp_path / "none.json"),
+               "--config", str(tmp_path / "bad.yaml"), "--port", "1"])
+    assert rc == 2 and "prometheus_ulr" in capsys.readouterr().err

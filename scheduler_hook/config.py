@@ -20,6 +20,11 @@ def _merge(base: dict, over: dict) -> dict:
     return out
 
 
+# sections whose keys are all in default_config.yaml (weights have their own message,
+# topology its own check, loaders and power.rack_caps_w are open maps)
+FIXED_SECTIONS = ("runtime", "power", "carbon", "demand", "fragmentation")
+
+
 def load_config(path: str | Path | None = None) -> dict[str, Any]:
     """Defaults merged with `path`; unknown weight names or negative weights are user errors."""
     cfg = yaml.safe_load(DEFAULT_PATH.read_text())
@@ -44,6 +49,11 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
         raise ForesightError(f"config {path}: unknown key {unknown[0]!r} (known: "
                              f"{', '.join(sorted(cfg))})")
     _check_sections(cfg, user, f"config {path}")
+    for sec in FIXED_SECTIONS:  # a misspelt key inside one is as silent as at top level
+        extra = sorted(map(str, set(user.get(sec) or {}) - set(cfg[sec])))
+        if extra:
+            raise ForesightError(f"config {path}: unknown key {sec}.{extra[0]} (known: "
+                                 f"{', '.join(sorted(cfg[sec]))})")
     merged = _merge(cfg, user)
     for key in ("weights", "fallback_weights"):
         for name, w in merged[key].items():

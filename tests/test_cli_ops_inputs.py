@@ -46,6 +46,9 @@ def serve(*args: str) -> int:
     ("runtime: 7\n", ("runtime must be a mapping",)),
     ("power:\n  rack_caps_w: 5\n", ("power.rack_caps_w must be a mapping",)),
     ("nosuchweight: 5\n", ("unknown key 'nosuchweight'", "known: ", "weights")),
+    ("demand:\n  serie: x.csv\n", ("unknown key demand.serie", "known: ", "series")),
+    ("power:\n  rack_caps_w: {r1: 9000}\n  idle_watts: 50\n", ("unknown key power.idle_watts",)),
+    ("carbon:\n  intensity: f.csv\n", ("unknown key carbon.intensity",)),
 ])
 def test_serve_config_section_of_the_wrong_shape(tmp_path, capsys, no_server, text, needles):
     cfg = tmp_path / "c.yaml"

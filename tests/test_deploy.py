@@ -165,10 +165,14 @@ def test_training_cronjob_pulls_into_a_scratch_claim_with_memory_sized_from_the_
     assert "bench/results/train_scale.md" in text  # the sizing says where it comes from
 
 
-def test_extender_configmap_is_a_config_serve_accepts(tmp_path, capsys):
+def test_extender_configmap_is_a_config_serve_accepts(tmp_path, capsys, monkeypatch):
     """The ConfigMap's extender.yaml goes through the same checks as `serve --config`
     (unknown keys and sections of the wrong shape are refused)."""
     from foresight.cli import main
+
+    def run(*a, **k):  # a check that is missing would start a server: fail, not hang
+        raise AssertionError("uvicorn.run reached: the misspelt key was not refused")
+    monkeypatch.setattr("uvicorn.run", run)
 
     text = one("ConfigMap", "foresight-extender-config")["data"]["extender.yaml"]
     (tmp_path / "c.yaml").write_text(text)
@@ -177,6 +181,7 @@ def test_extender_configmap_is_a_config_serve_accepts(tmp_path, capsys):
     cfg = load_config(tmp_path / "c.yaml")
     assert cfg["demand"]["prometheus_url"].startswith("http://")
     (tmp_path / "bad.yaml").write_text(text.replace("prometheus_url:", "prometheus_ulr:"))
-    rc = main(["serve", "--only", "extender", "--snapshot", str(tmp_path / "none.json"),
+    (tmp_path / "snap.json").write_text('{"apiVersion": "v1", "kind": "List", "items": []}')
+    rc = main(["serve", "--only", "extender", "--snapshot", str(tmp_path / "snap.json"),
                "--config", str(tmp_path / "bad.yaml"), "--port", "1"])
     assert rc == 2 and "prometheus_ulr" in capsys.readouterr().err

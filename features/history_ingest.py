@@ -175,13 +175,14 @@ def atomic_parquet(df: pd.DataFrame, target: Path) -> None:
     write(df, target)
 
 
-def ingest_history(url: str, out: Path | str, since, end=None) -> None:
+def ingest_history(url: str, out: Path | str, since, end=None, **auth) -> None:
     """`foresight ingest` of what the what-if needs: pods, nodes (and gangs), and one GPU
-    metric at 5 min (the GPUs of nodes kube-state-metrics does not list)."""
+    metric at 5 min (the GPUs of nodes kube-state-metrics does not list). `auth`:
+    PrometheusSource's token, basic auth, TLS and tenant arguments."""
     from features.ingest import now_utc
     from features.ingest_store import ingest_to_dir
     from features.prometheus import PrometheusSource
 
     end = end or now_utc()
-    ingest_to_dir(PrometheusSource(url), end - since, end, out, step_s=300.0,
+    ingest_to_dir(PrometheusSource(url, **auth), end - since, end, out, step_s=300.0,
                   metrics=("DCGM_FI_DEV_GPU_UTIL",))

@@ -69,9 +69,11 @@ class PrometheusSource(MetricSource):
     def __init__(self, url: str, *, token: str | None = None, username: str | None = None,
                  password: str | None = None, ca_file: str | None = None,
                  insecure: bool = False, timeout_s: float = 60.0, retries: int = 3,
-                 backoff_s: float = 0.5, max_points: int = MAX_POINTS_PER_SERIES) -> None:
+                 backoff_s: float = 0.5, max_points: int = MAX_POINTS_PER_SERIES,
+                 tenant: str | None = None) -> None:
         self.url = url
         self.token = token
+        self.tenant = tenant  # Mimir / Cortex / Loki-style multi-tenancy: X-Scope-OrgID
         self.username = username
         self.password = password
         self.ca_file = ca_file
@@ -96,9 +98,11 @@ class PrometheusSource(MetricSource):
                           status=self.retries, backoff_factor=self.backoff_s,
                           status_forcelist=(429, 500, 502, 503, 504),
                           allowed_methods=frozenset({"GET", "POST"}), raise_on_status=False)
-            headers = {"Authorization": f"Bearer {self.token}"} if self.token else None
+            headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+            if self.tenant:
+                headers["X-Scope-OrgID"] = self.tenant
             auth = (self.username, self.password or "") if self.username else None
-            self._client = PrometheusConnect(url=self.url.rstrip("/"), headers=headers, auth=auth,
+            self._client = PrometheusConnect(url=self.url.rstrip("/"), headers=headers or None, auth=auth,
                                              retry=retry, session=session, timeout=self.timeout_s)
         return self._client
 
@@ -205,6 +209,9 @@ def _http_error(message: str, url: str, what: str) -> ForesightError:
         except (ValueError, AttributeError, SyntaxError):
             detail = ""
     if status in (401, 403):
+        if "org id" in message.lower():  # Mimir / Cortex without X-Scope-OrgID
+            return SourceUnavailable(f"{url} wants a tenant (HTTP {status}, no org id): give "
+                                     "--tenant or FORESIGHT_PROM_TENANT")
         return SourceUnavailable(f"Prometheus at {url} rejected the credentials (HTTP {status})")
     if status == 400 or status == 422:
         return ForesightError(f"Prometheus rejected the query {what!r}: {detail or 'bad request'}")

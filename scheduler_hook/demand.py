@@ -6,7 +6,8 @@
 - `reserved_whole_gpus()`: the forecast GPU demand of the queues listed in
   `demand.reserve_queues` over the model's horizon (quantile `demand.reserve_quantile`), from
   the recent arrivals: read from Prometheus (`demand.prometheus_url`: kube-state-metrics'
-  pods over the last `demand.history`, the series the retraining job builds, up to now) or
+  pods over the last `demand.history`, the series the retraining job builds, up to now; token and tenant from
+  env FORESIGHT_PROM_TOKEN / FORESIGHT_PROM_TENANT) or
   from a file (`demand.series`, Nixtla long CSV: unique_id, ds, y). Without queues, 0.
 
 Both are computed once when the provider is built, so scores stay constant (and cacheable)
@@ -93,7 +94,8 @@ def _reserved(model: Any, dcfg: dict[str, Any], now: pd.Timestamp | None = None)
         import os
 
         s = recent_arrivals(str(url), model.freq, str(dcfg.get("history") or "8d"), now,
-                            token=os.environ.get("FORESIGHT_PROM_TOKEN") or None)
+                            token=os.environ.get("FORESIGHT_PROM_TOKEN") or None,
+                            tenant=os.environ.get("FORESIGHT_PROM_TENANT") or None)
     else:
         from features.demand_series import read_series_csv
 

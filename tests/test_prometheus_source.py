@@ -297,3 +297,63 @@ def test_volcano_queues_are_read_where_kueue_is_absent(volcano):
     got3 = ingest(PrometheusSource(server.url), ts[0].to_pydatetime(), ts[-1].to_pydatetime(),
                   step_s=60, metrics=("DCGM_FI_DEV_GPU_UTIL",), labels=none)
     assert got3.pods["queue"].tolist() == [""]  # without the fallback the Volcano queue is unseen
+
+
+def _mimir_gateway(upstream: str):
+    """A Mimir-like front: 401 "no org id" without X-Scope-OrgID, else the real Prometheus
+    behind it answers."""
+    import requests
+
+    class Gateway(BaseHTTPRequestHandler):
+        tenants: list = []
+
+        def _relay(self, body: bytes | None = None):
+            org = self.headers.get("X-Scope-OrgID")
+            type(self).tenants.append(org)
+            if not org:
+                self.send_response(401)
+                self.end_headers()
+                self.wfile.write(b"no org id\n")
+                return
+            r = requests.request(self.command, upstream + self.path, data=body, timeout=30,
+                                 headers={"Content-Type": self.headers.get("Content-Type", "")})
+            self.send_response(r.status_code)
+            self.send_header("Content-Type", r.headers.get("Content-Type", "application/json"))
+            self.send_header("Content-Length", str(len(r.content)))
+            self.end_headers()
+            self.wfile.write(r.content)
+
+        def do_GET(self):  # noqa: N802 - http.server API
+            self._relay()
+
+        def do_POST(self):  # noqa: N802
+            self._relay(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+
+        def log_message(self, *args):
+            pass
+
+    return Gateway
+
+
+@needs_prometheus
+def test_a_mimir_tenant_is_sent_and_its_absence_named(backfilled, tmp_path, capsys):
+    from foresight.cli import main
+
+    server, samples, _ = backfilled
+    gw = _mimir_gateway(server.url)
+    front = _serve(gw)
+    url = f"http://127.0.0.1:{front.server_port}"
+    start, end = samples["ts"].min(), samples["ts"].max()
+    try:
+        args = ["ingest", "--prometheus-url", url, "--start", start.isoformat(), "--end",
+                end.isoformat(), "--step", "60s", "--metric", "DCGM_FI_DEV_GPU_UTIL",
+                "--retries", "0"]
+        assert main([*args, "--out", str(tmp_path / "none")]) == 2
+        err = capsys.readouterr().err
+        assert "wants a tenant" in err and "--tenant" in err and len(err.strip().splitlines()) == 1
+        assert main([*args, "--out", str(tmp_path / "ok"), "--tenant", "team-a"]) == 0
+        assert gw.tenants[-1] == "team-a"
+        got = pd.read_parquet(next((tmp_path / "ok").rglob("DCGM_FI_DEV_GPU_UTIL*.parquet")))
+        assert len(got) > 0
+    finally:
+        front.shutdown()

@@ -36,16 +36,30 @@ def parse_labels(overrides: list[str]) -> LabelConfig:
     return cfg
 
 
+# The metric source's auth options, shared by every command that reads Prometheus (ingest,
+# train, whatif): one definition, one help text.
+TOKEN_FILE = typer.Option(None, "--token-file",
+                          help="Bearer token file (or env FORESIGHT_PROM_TOKEN).")
+USERNAME = typer.Option(None, "--username",
+                        help="Basic-auth user (password from env FORESIGHT_PROM_PASSWORD).")
+CA_FILE = typer.Option(None, "--ca-file", help="CA bundle to verify the server's TLS "
+                       "certificate.")
+INSECURE = typer.Option(False, "--insecure", help="Skip TLS verification.")
+TENANT = typer.Option(None, "--tenant", envvar="FORESIGHT_PROM_TENANT",
+                      help="Tenant (X-Scope-OrgID) of a multi-tenant Mimir or Cortex.")
+
+
 def source_auth(token: Optional[str], token_file: Optional[Path], username: Optional[str],
-                ca_file: Optional[Path], insecure: bool) -> dict:
-    """PrometheusSource's auth and TLS arguments from the options `ingest` and `train`
-    share: a bearer token (given, from a file, or env FORESIGHT_PROM_TOKEN), basic auth
-    (password from env FORESIGHT_PROM_PASSWORD), a CA bundle or no verification."""
+                ca_file: Optional[Path], insecure: bool, tenant: Optional[str] = None) -> dict:
+    """PrometheusSource's auth and TLS arguments from the options above: a bearer token
+    (given, from a file, or env FORESIGHT_PROM_TOKEN), basic auth (password from env
+    FORESIGHT_PROM_PASSWORD), a CA bundle or no verification, a Mimir tenant."""
     if token and token_file:
         raise ForesightError("give the bearer token once: --token or --token-file")
     return {"token": token or _read_secret(token_file, "FORESIGHT_PROM_TOKEN"),
             "username": username, "password": os.environ.get("FORESIGHT_PROM_PASSWORD"),
-            "ca_file": str(ca_file) if ca_file else None, "insecure": insecure}
+            "ca_file": str(ca_file) if ca_file else None, "insecure": insecure,
+            "tenant": tenant or None}
 
 
 def _read_secret(path: Optional[Path], env: str) -> Optional[str]:
@@ -68,10 +82,11 @@ def ingest_cmd(
     metric: list[str] = typer.Option([], "--metric", help="GPU metric to read (repeatable); "
                                      "named metrics must exist. Default: a standard DCGM set."),
     label: list[str] = typer.Option([], "--label", help="Label name override FIELD=LABEL, e.g. node=instance."),
-    token_file: Optional[Path] = typer.Option(None, help="Bearer token file (or env FORESIGHT_PROM_TOKEN)."),
-    username: Optional[str] = typer.Option(None, help="Basic-auth user (password from env FORESIGHT_PROM_PASSWORD)."),
-    ca_file: Optional[Path] = typer.Option(None, help="CA bundle to verify the server's TLS certificate."),
-    insecure: bool = typer.Option(False, help="Skip TLS verification."),
+    token_file: Optional[Path] = TOKEN_FILE,
+    username: Optional[str] = USERNAME,
+    ca_file: Optional[Path] = CA_FILE,
+    insecure: bool = INSECURE,
+    tenant: Optional[str] = TENANT,
     timeout: float = typer.Option(60.0, help="Per-request timeout in seconds."),
     retries: int = typer.Option(3, min=0, help="Retries on 5xx, 429 and timeouts, with exponential backoff."),
 ) -> None:
@@ -82,7 +97,7 @@ def ingest_cmd(
     start_t = parse_time(start) if start else end_t - parse_duration(since)
     step_s = parse_duration(step).total_seconds()
     source = PrometheusSource(prometheus_url, **source_auth(None, token_file, username, ca_file,
-                                                            insecure),
+                                                            insecure, tenant),
                               timeout_s=timeout, retries=retries)
     labels = parse_labels(label)
     with Progress(TextColumn("[bold]{task.description:<44}"), BarColumn(),

@@ -14,6 +14,7 @@ from rich.table import Table
 import sys
 
 from forecaster.interference.admission import ADMIT_RISK
+from foresight.commands.ingest import CA_FILE, INSECURE, TENANT, TOKEN_FILE, USERNAME
 from foresight.commands import check_output
 from ground.errors import ForesightError
 
@@ -103,13 +104,11 @@ def register(app: typer.Typer) -> None:
                                  "e.g. 30s, 1m; a plain number is seconds."),
         token: Optional[str] = typer.Option(None, "--token", envvar="FORESIGHT_PROM_TOKEN",
                                             help="Bearer token for the metric source."),
-        token_file: Optional[Path] = typer.Option(None, "--token-file",
-                                                  help="Bearer token file (instead of --token)."),
-        username: Optional[str] = typer.Option(None, "--username", help="Basic-auth user "
-                                               "(password from env FORESIGHT_PROM_PASSWORD)."),
-        ca_file: Optional[Path] = typer.Option(None, "--ca-file", help="CA bundle to verify "
-                                               "the server's TLS certificate."),
-        insecure: bool = typer.Option(False, "--insecure", help="Skip TLS verification."),
+        token_file: Optional[Path] = TOKEN_FILE,
+        username: Optional[str] = USERNAME,
+        ca_file: Optional[Path] = CA_FILE,
+        insecure: bool = INSECURE,
+        tenant: Optional[str] = TENANT,
         label: list[str] = typer.Option([], "--label", help="Label name override "
                                         "FIELD=LABEL, as `foresight ingest --label`."),
         min_coverage: float = typer.Option(0.9, "--min-coverage",
@@ -156,7 +155,7 @@ def register(app: typer.Typer) -> None:
         from foresight.commands.ingest import parse_labels, source_auth
 
         step = _step_seconds(step)
-        auth = source_auth(token, token_file, username, ca_file, insecure)
+        auth = source_auth(token, token_file, username, ca_file, insecure, tenant)
         labels = parse_labels(label)
         if n_estimators < 1:
             raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")

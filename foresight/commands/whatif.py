@@ -14,12 +14,14 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from foresight.commands import check_output
+from foresight.commands.ingest import (CA_FILE, INSECURE, TENANT, TOKEN_FILE, USERNAME,
+                                       source_auth)
 from ground.errors import ForesightError
 
 err = Console(stderr=True, highlight=False)
 
 
-def _history(data, prometheus_url, jobs, nodes, out, since, end):
+def _history(data, prometheus_url, jobs, nodes, out, since, end, auth=None):
     from features.ingest import parse_duration, parse_time
 
     given = [x is not None for x in (data, prometheus_url, jobs)]
@@ -47,7 +49,8 @@ def _history(data, prometheus_url, jobs, nodes, out, since, end):
         span = parse_duration(since)  # checked before the line saying the ingest starts
         check_url(prometheus_url)
         err.print(f"ingesting {since} of history from {prometheus_url} into {data}")
-        ingest_history(prometheus_url, data, span, parse_time(end) if end else None)
+        ingest_history(prometheus_url, data, span, parse_time(end) if end else None,
+                       **(auth or {}))
     elif not Path(data).is_dir():
         raise ForesightError(f"--data {data}: not a directory (give what `foresight ingest "
                              "--out` wrote)")
@@ -82,6 +85,11 @@ def whatif_cmd(
                                    "summary only)."),
     workers: int = typer.Option(2, "--workers", help="Replays run at once, one process each "
                                 "(the results do not depend on it)."),
+    token_file: Optional[Path] = TOKEN_FILE,
+    username: Optional[str] = USERNAME,
+    ca_file: Optional[Path] = CA_FILE,
+    insecure: bool = INSECURE,
+    tenant: Optional[str] = TENANT,
 ) -> None:
     """Replay your cluster's history under kube-scheduler's default scoring, bestfit, FGD,
     Foresight and its forecast reservation: who would have waited how long, and which to pick."""
@@ -101,7 +109,8 @@ def whatif_cmd(
         raise ForesightError("--right-size must be between 0 and 8 replays")
     warm = parse_duration(warmup).total_seconds()
     check_output(out, "--out", directory=True)
-    history = _history(data, prometheus_url, jobs, nodes, out, since, end)
+    auth = source_auth(None, token_file, username, ca_file, insecure, tenant)
+    history = _history(data, prometheus_url, jobs, nodes, out, since, end, auth)
     if not 1 <= workers <= 64:
         raise ForesightError("--workers must be between 1 and 64")
     cfg = WhatIfConfig(policies=pols, right_size_steps=right_size, workers=workers)

@@ -209,3 +209,31 @@ def test_runtime_api_serves_the_published_model(tmp_path):
     assert got["level"] == "workload" and 70 < got["p50"] < 140
     bad = c.post("/v1/runtime", json={"pods": [{"workload": "a", "gpu_request": -1}]})
     assert bad.status_code == 422 and "gpu_request" in bad.text
+
+
+def _keyed(n: int, workloads: int, informative: bool, seed: int = 0) -> pd.DataFrame:
+    """`workloads` names; run time set by the name (informative) or by the queue alone, the
+    name a label with nothing to say (then a few runs per name only add noise)."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(0, workloads, n)
+    q = w % 2
+    level = np.where(informative, np.log(60) + (w % 37) * 0.2, np.log(600) + q * 1.5)
+    rt = np.exp(level + rng.normal(0, 0.15 if informative else 1.0, n))
+    start = np.sort(rng.uniform(0, 1e7, n))
+    return pd.DataFrame({"workload": [f"w{x}" for x in w], "queue": [f"q{x}" for x in q],
+                         "gpu_request": 1.0, "priority": 0, "created": start,
+                         "started": start, "finished": start + rt})
+
+
+@pytest.mark.parametrize("informative, lo, hi", [(True, 3, 5), (False, 10, 20)])
+def test_auto_min_count_is_chosen_on_the_pods_created_last(informative, lo, hi, tmp_path):
+    pods = _keyed(4000, 400, informative)
+    m = RuntimePredictor(min_count="auto", calibrate_p50=True).fit(pods)
+    assert lo <= m.min_count_ <= hi
+    m.save(tmp_path / "m")
+    back = RuntimePredictor.load(tmp_path / "m")
+    assert back.min_count == "auto" and back.min_count_ == m.min_count_
+    test = _keyed(500, 400, informative, seed=1)
+    pd.testing.assert_frame_equal(back.predict(test), m.predict(test))
+    # too few pods for an inner split: the fixed default
+    assert RuntimePredictor(min_count="auto").fit(pods.head(30)).min_count_ == 5

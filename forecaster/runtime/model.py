@@ -51,6 +51,9 @@ MIN_RUNTIME_S = 1.0
 # key stride of the sorted histories: log run times (>= 0, below 24: e^24 s is 800 years) and
 # log elapsed (clipped to [-20, 40]) of one key stay clear of the next key's
 SPAN = 64.0
+# min_count="auto": the candidates, chosen by p50 MAE on the pods created last in the
+# training window (the grid bench/runtime.py chose from on its dev splits)
+MIN_COUNTS = (3, 5, 10, 20)
 SHIFTS = np.concatenate([[0.0], np.round(np.arange(-3.0, 3.01, 0.1), 1)])
 
 
@@ -165,7 +168,7 @@ def _seconds(col: pd.Series) -> np.ndarray:
 class RuntimePredictor:
     """Hierarchical empirical quantiles of run time, with a calibrated [p10, p90]."""
 
-    def __init__(self, levels: tuple[tuple[str, ...], ...] = LEVELS, min_count: int = 5,
+    def __init__(self, levels: tuple[tuple[str, ...], ...] = LEVELS, min_count: int | str = 5,
                  coverage: float = 0.8, val_frac: float = 0.2,
                  calibrate_p50: bool = False) -> None:
         self.levels = tuple(tuple(lv) for lv in levels)
@@ -193,6 +196,8 @@ class RuntimePredictor:
         if len(t) < 2:
             raise ValueError(f"{len(t)} pods with a run time: too few to fit")
         self.scale_, self.shift_ = 1.0, 0.0
+        self.min_count_ = self._choose_min_count(t) if self.min_count == "auto" \
+            else int(self.min_count)
         if self.calibrate_p50:
             self.shift_ = self._point_shift(t)
         n_val = int(len(t) * self.val_frac)
@@ -212,17 +217,37 @@ class RuntimePredictor:
         self.served_ = "model"
         return self
 
+    def _inner_split(self, t: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+        """(pods finished before the last `val_frac` of creations, pods created in it): the
+        retraining job's own split, inside the training window; None under 20 pods a side."""
+        c = _seconds(t["created"] if "created" in t else t["started"])
+        if np.isnan(c).all():
+            return None
+        t_v = float(np.nanquantile(c, 1 - self.val_frac))
+        hist, val = t[_seconds(t["finished"]) < t_v], t[c >= t_v]
+        return None if len(hist) < 20 or len(val) < 20 else (hist, val)
+
+    def _choose_min_count(self, t: pd.DataFrame) -> int:
+        """The MIN_COUNTS value whose model, fitted on the inner split's history, has the
+        least p50 MAE on its pods created last (5 where the split is too small)."""
+        split = self._inner_split(t)
+        if split is None:
+            return 5
+        hist, val = split
+        y = val["runtime_s"].to_numpy(float)
+        err = [np.abs(RuntimePredictor(self.levels, mc, self.coverage, self.val_frac,
+                                       self.calibrate_p50).fit(hist).predict(val)["p50"]
+                      .to_numpy(float) - y).mean() for mc in MIN_COUNTS]
+        return int(MIN_COUNTS[int(np.argmin(err))])
+
     def _point_shift(self, t: pd.DataFrame) -> float:
         """Shift of log p50 with the least MAE on the pods created last, predicted from the
         pods finished before them (0 when either side is under 20 pods)."""
-        c = _seconds(t["created"] if "created" in t else t["started"])
-        if np.isnan(c).all():
+        split = self._inner_split(t)
+        if split is None:
             return 0.0
-        t_v = float(np.nanquantile(c, 1 - self.val_frac))
-        hist, val = t[_seconds(t["finished"]) < t_v], t[c >= t_v]
-        if len(hist) < 20 or len(val) < 20:
-            return 0.0
-        sub = RuntimePredictor(self.levels, self.min_count, self.coverage, self.val_frac)
+        hist, val = split
+        sub = RuntimePredictor(self.levels, self.min_count_, self.coverage, self.val_frac)
         mid = sub.fit(hist)._lookup(val)[:, 1]
         y = val["runtime_s"].to_numpy(float)
         err = np.abs(np.exp(mid[None, :] + SHIFTS[:, None]) - y[None, :]).mean(axis=1)
@@ -252,7 +277,7 @@ class RuntimePredictor:
             vals = np.array([st[k] for k in names], float)
             idx = pd.Index(names).get_indexer(_keys(df, cols).to_numpy()[todo])
             ok = idx >= 0
-            ok[ok] = (vals[idx[ok], 0] >= self.min_count) | (not cols)
+            ok[ok] = (vals[idx[ok], 0] >= self.min_count_) | (not cols)
             rows = np.flatnonzero(todo)[ok]
             out[rows, :3] = vals[idx[ok], 1:]
             out[rows, 3] = i
@@ -299,7 +324,7 @@ class RuntimePredictor:
         """Quantile ``q`` of the remaining run time (s) of each pod, running for ``elapsed_s``
         (s, scalar or per row) so far; NaN where no level has a run that long."""
         codes = self.key_codes(pods)  # first: it says what a loaded model lacks
-        return remaining(self.runs_, codes, elapsed_s, q, self.min_count)
+        return remaining(self.runs_, codes, elapsed_s, q, self.min_count_)
 
     # -- artifact -------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -307,6 +332,7 @@ class RuntimePredictor:
         p.mkdir(parents=True, exist_ok=True)
         man = {"schema_version": SCHEMA_VERSION, "kind": "runtime",
                "params": {"levels": [list(c) for c in self.levels], "min_count": self.min_count,
+                          "min_count_used": self.min_count_,
                           "coverage": self.coverage, "val_frac": self.val_frac,
                           "calibrate_p50": self.calibrate_p50},
                "scale": self.scale_, "shift": self.shift_, "stats": self.stats_, "last": self.last_,
@@ -320,10 +346,12 @@ class RuntimePredictor:
         man = read_manifest(path, SCHEMA_VERSION, what="runtime model")
         try:
             pr = man["params"]
-            m = cls(tuple(tuple(c) for c in pr["levels"]), int(pr["min_count"]),
+            mc = pr["min_count"]
+            m = cls(tuple(tuple(c) for c in pr["levels"]), mc if mc == "auto" else int(mc),
                     float(pr["coverage"]), float(pr["val_frac"]),
                     bool(pr.get("calibrate_p50", False)))
             m.scale_, m.stats_ = float(man["scale"]), list(man["stats"])
+            m.min_count_ = int(pr.get("min_count_used", mc))  # before "auto": the given one
             m.shift_ = float(man.get("shift", 0.0))  # manifests before the calibration: none
             m.last_, m.queue_median_ = dict(man["last"]), dict(man["queue_median"])
             m.global_median_, m.n_train_ = float(man["global_median"]), int(man["n_train"])

@@ -82,7 +82,7 @@ class RemainingRuntime:
         self.runs_, off = merge_runs([m.runs_ for m, _ in models]) if models else ([], [])
         n_lv = len(self.runs_)
         self.codes_ = np.full((len(jobs), n_lv), -1, np.int64)
-        self.min_count_ = models[0][0].min_count if models else 0
+        self.min_count_ = models[0][0].min_count_ if models else 0
         for i, (m, ask) in enumerate(models):
             c = m.key_codes(pods_table(jobs, ask))
             self.codes_[ask] = np.where(c >= 0, c + np.array([off[lv][i] for lv in

@@ -41,7 +41,7 @@ def fit(train: dict, cfg):
 
     try:
         # the point calibration: chosen on both traces' dev splits (bench/results/runtime.md)
-        return RuntimePredictor(calibrate_p50=True).fit(train["pods"])
+        return RuntimePredictor(calibrate_p50=True, min_count="auto").fit(train["pods"])
     except ValueError as exc:
         raise SkipKind(f"runtime: {exc}") from None
 

@@ -229,3 +229,14 @@ def test_good_files_still_read(tmp_path):
          "2026-01-04 13:10:30"],
         utc=True))
     assert np.isfinite(df["y"]).all()
+
+
+def test_a_short_history_shrinks_the_default_calibration_window_and_says_so(tmp_path, capsys):
+    s = tmp_path / "s.csv"
+    series(s, n=400, freq="10min")  # under the default 1,008 bins + 2 horizons + 50
+    assert main(["demand", "forecast", "--series", str(s)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert "has 400 bins: calibration window 80 bins" in err
+    # a window the user chose is kept, and refused where it does not fit
+    one_line(capsys, main(["demand", "forecast", "--series", str(s), "--val-bins", "1008"]),
+             "too short for a 1008-bin calibration window", "lower --val-bins")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 import typer
@@ -26,19 +27,34 @@ def _load(series: Path, freq: str, agg: str, fill: str = "auto", target: str = "
     return regularize(read_series_csv(series), freq, agg, fill)
 
 
-def _check_val_bins(val_bins: int) -> None:
-    if val_bins < 1:
+DEFAULT_VAL_BINS = 1008  # a week of 10-min bins
+VAL_BINS_HELP = ("calibration window, in bins (default 1008; with a shorter history, a fifth "
+                 "of it)")
+
+
+def _check_val_bins(val_bins: int | None) -> None:
+    if val_bins is not None and val_bins < 1:
         raise ForesightError(f"--val-bins {val_bins}: must be at least 1")
 
 
-def _check_history(bins: int, val_bins: int, H: int, horizon: str, where: str) -> None:
-    """The model needs val_bins + 2 horizons + 50 bins of history: say which option to change
-    (a horizon too long even for a 1-bin window is not fixed by lowering --val-bins)."""
-    if bins >= val_bins + 2 * H + 50:
-        return
+def _check_history(bins: int, val_bins: int | None, H: int, horizon: str, where: str) -> int:
+    """The calibration window to use. The model needs val_bins + 2 horizons + 50 bins of
+    history; without --val-bins the default shrinks to a fifth of a shorter history (the
+    retraining job's rule), else say which option to change (a horizon too long even for a
+    1-bin window is not fixed by lowering --val-bins)."""
     if bins < 1 + 2 * H + 50:
         raise ForesightError(f"--horizon {horizon} ({H} bins) is too long for {where} ({bins} "
                              f"bins; needs 2 horizons + 51): give a shorter --horizon")
+    given = val_bins is not None
+    val_bins = val_bins if given else DEFAULT_VAL_BINS
+    if bins >= val_bins + 2 * H + 50:
+        return val_bins
+    if not given:
+        short = max(1, min(bins // 5, bins - 2 * H - 50))
+        Console(stderr=True, highlight=False).print(
+            f"{where} has {bins} bins: calibration window {short} bins (a fifth of it; the "
+            f"default {DEFAULT_VAL_BINS} needs {DEFAULT_VAL_BINS + 2 * H + 50})")
+        return short
     raise ForesightError(f"{where} ({bins} bins) is too short for a {val_bins}-bin calibration "
                          "window: lower --val-bins")
 
@@ -116,7 +132,7 @@ def register(app: typer.Typer) -> None:
         test_start: str = typer.Option(..., "--test-start", help="first origin (UTC)"),
         out: Path = typer.Option(..., "--out", help="PRED.csv to write"),
         agg: str = typer.Option("sum", "--agg", help="sum (flows) or mean (levels)"),
-        val_bins: int = typer.Option(1008, "--val-bins", help="calibration window, in bins"),
+        val_bins: Optional[int] = typer.Option(None, "--val-bins", help=VAL_BINS_HELP),
         plot: Path = typer.Option(None, "--plot", help="PNG path (default: PRED.png)"),
         no_ets: bool = typer.Option(False, "--no-ets", help="skip the statsforecast baseline"),
         target: str = typer.Option("auto", "--target", help=TARGET_HELP),
@@ -135,8 +151,8 @@ def register(app: typer.Typer) -> None:
         distinct_outputs({"--out": out, "--plot": png})
         df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
-        _check_history(int((df["ds"] < T).groupby(df["unique_id"]).sum().max()), val_bins, H,
-                       horizon, "the history before --test-start")
+        val_bins = _check_history(int((df["ds"] < T).groupby(df["unique_id"]).sum().max()),
+                                  val_bins, H, horizon, "the history before --test-start")
         try:
             pred, met, model = backtest(df, freq, H, T, agg=agg, val_bins=val_bins,
                                         with_ets=not no_ets, **kw)
@@ -168,7 +184,7 @@ def register(app: typer.Typer) -> None:
         freq: str = typer.Option("10min", "--freq"),
         horizon: str = typer.Option("1h", "--horizon"),
         agg: str = typer.Option("sum", "--agg", help="sum (flows) or mean (levels)"),
-        val_bins: int = typer.Option(1008, "--val-bins"),
+        val_bins: Optional[int] = typer.Option(None, "--val-bins", help=VAL_BINS_HELP),
         save: Path = typer.Option(None, "--save", help="also write the model artifact here"),
         target: str = typer.Option("auto", "--target", help=TARGET_HELP),
         fill: str = typer.Option("auto", "--fill", help=FILL_HELP),
@@ -182,8 +198,8 @@ def register(app: typer.Typer) -> None:
         _check_val_bins(val_bins)
         check_output(save, "--save", directory=True, model="demand", inputs={"--series": series})
         df = _load(series, freq, agg, fill, target)
-        _check_history(int(df.groupby("unique_id").size().max()), val_bins, H, horizon,
-                       "the longest series")
+        val_bins = _check_history(int(df.groupby("unique_id").size().max()), val_bins, H,
+                                  horizon, "the longest series")
         try:
             model = DemandForecaster(freq=freq, horizon=H, agg=agg, val_bins=val_bins, **kw).fit(df)
         except ValueError as exc:

@@ -37,7 +37,7 @@ def _check_val_bins(val_bins: int | None) -> None:
         raise ForesightError(f"--val-bins {val_bins}: must be at least 1")
 
 
-def _check_history(bins: int, val_bins: int | None, H: int, horizon: str, where: str) -> int:
+def calibration_window(bins: int, val_bins: int | None, H: int, horizon: str, where: str) -> int:
     """The calibration window to use. The model needs val_bins + 2 horizons + 50 bins of
     history; without --val-bins the default shrinks to a fifth of a shorter history (the
     retraining job's rule), else say which option to change (a horizon too long even for a
@@ -151,7 +151,7 @@ def register(app: typer.Typer) -> None:
         distinct_outputs({"--out": out, "--plot": png})
         df = _load(series, freq, agg, fill, target)
         T = _test_start(df, test_start, freq, H)
-        val_bins = _check_history(int((df["ds"] < T).groupby(df["unique_id"]).sum().max()),
+        val_bins = calibration_window(int((df["ds"] < T).groupby(df["unique_id"]).sum().max()),
                                   val_bins, H, horizon, "the history before --test-start")
         try:
             pred, met, model = backtest(df, freq, H, T, agg=agg, val_bins=val_bins,
@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
         _check_val_bins(val_bins)
         check_output(save, "--save", directory=True, model="demand", inputs={"--series": series})
         df = _load(series, freq, agg, fill, target)
-        val_bins = _check_history(int(df.groupby("unique_id").size().max()), val_bins, H,
+        val_bins = calibration_window(int(df.groupby("unique_id").size().max()), val_bins, H,
                                   horizon, "the longest series")
         try:
             model = DemandForecaster(freq=freq, horizon=H, agg=agg, val_bins=val_bins, **kw).fit(df)

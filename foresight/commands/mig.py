@@ -6,6 +6,7 @@ import csv
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
 import typer
 from rich.console import Console
@@ -35,13 +36,14 @@ def _read_forecast(path: Path) -> list[dict]:
     return rows
 
 
-def _forecast_series(path: Path, freq: str, horizon: str, agg: str, val_bins: int
+def _forecast_series(path: Path, freq: str, horizon: str, agg: str, val_bins: int | None
                      ) -> list[dict]:
     """Fit the demand forecaster on the MIG series of a long CSV (`unique_id` =
     `<queue>|mig:<profile>`, `y` = instances in use per bin for agg=mean, or requested per bin
     for agg=sum) and return its next-horizon forecast rows (p10/p50/p90 per series)."""
     from features.demand_series import horizon_bins, read_series_csv, regularize
     from forecaster.demand.model import DemandForecaster
+    from foresight.commands.demand import calibration_window
 
     if agg not in ("sum", "mean"):
         raise ForesightError(f"bad --agg {agg!r}: use sum or mean")
@@ -51,9 +53,8 @@ def _forecast_series(path: Path, freq: str, horizon: str, agg: str, val_bins: in
         raise ForesightError(f"series {path}: no MIG series (unique_id <queue>|mig:<profile>)")
     df = regularize(df, freq, agg)
     H = horizon_bins(horizon, freq)
-    if df.groupby("unique_id").size().max() < val_bins + 2 * H + 50:
-        raise ForesightError(f"series {path} too short for a {val_bins}-bin calibration "
-                             "window: lower --val-bins")
+    val_bins = calibration_window(int(df.groupby("unique_id").size().max()), val_bins, H,
+                                  horizon, f"series {path}")
     try:
         model = DemandForecaster(freq=freq, horizon=H, agg=agg, val_bins=val_bins).fit(df)
     except ValueError as exc:
@@ -131,8 +132,9 @@ def register(app: typer.Typer) -> None:
               freq: str = typer.Option("10min", "--freq", help="Bin size (--series)."),
               agg: str = typer.Option("mean", "--agg", help="mean: y = instances in use (a "
                                       "level); sum: y = instances requested per bin (--series)."),
-              val_bins: int = typer.Option(1008, "--val-bins", min=1,
-                                           help="Calibration bins (--series)."),
+              val_bins: Optional[int] = typer.Option(None, "--val-bins", min=1,
+                                                     help="Calibration bins (--series; default "
+                                                     "1008, or a fifth of a shorter series)."),
               quantile: str = typer.Option("p90", "--quantile", help="p10, p50 or p90."),
               custom: bool = typer.Option(False, "--custom", help="Also consider valid "
                                           "geometries that are not named in mig-parted's file."),

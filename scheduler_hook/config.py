@@ -69,6 +69,7 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
                                  f"[{lo:g}, {hi:g}]")
     check_topology(merged, f"config {path}")
     _check_drain(merged, f"config {path}")
+    _check_demand(merged, f"config {path}")
     return merged
 
 
@@ -82,6 +83,35 @@ def _check_sections(base: dict, over: dict, where: str, prefix: str = "") -> Non
             raise ForesightError(f"{where}: {prefix}{key} must be a mapping, got {v!r:.60} "
                                  f"(leave it out to keep the defaults)")
         _check_sections(base[key], v, where, f"{prefix}{key}.")
+
+
+def _check_demand(cfg: dict, where: str) -> None:
+    """The reservation's inputs, checked at start rather than at the first reload (where a
+    bad one would only be a warning in the log, each time)."""
+    import re
+
+    from features.ingest import parse_duration
+
+    d = cfg.get("demand") or {}
+    q = d.get("reserve_quantile")
+    if q not in ("p10", "p50", "p90"):
+        raise ForesightError(f"{where}: demand.reserve_quantile must be p10, p50 or p90, "
+                             f"got {q!r}")
+    queues = d.get("reserve_queues")
+    if not isinstance(queues, list) or not all(isinstance(x, str) and x for x in queues):
+        raise ForesightError(f"{where}: demand.reserve_queues must be a list of queue names")
+    url = d.get("prometheus_url")
+    if url is not None and not (isinstance(url, str) and re.match(r"^https?://[^/\s]+", url)):
+        raise ForesightError(f"{where}: demand.prometheus_url {url!r}: expected "
+                             "http(s)://host:port")
+    if url is not None and d.get("series") is not None:
+        raise ForesightError(f"{where}: demand.prometheus_url and demand.series: give one")
+    try:
+        if parse_duration(str(d.get("history"))).total_seconds() <= 0:
+            raise ValueError
+    except (ForesightError, ValueError):
+        raise ForesightError(f"{where}: demand.history {d.get('history')!r}: a duration such "
+                             "as 8d or 36h") from None
 
 
 def _check_drain(cfg: dict, where: str) -> None:

@@ -49,6 +49,11 @@ def serve(*args: str) -> int:
     ("demand:\n  serie: x.csv\n", ("unknown key demand.serie", "known: ", "series")),
     ("power:\n  rack_caps_w: {r1: 9000}\n  idle_watts: 50\n", ("unknown key power.idle_watts",)),
     ("carbon:\n  intensity: f.csv\n", ("unknown key carbon.intensity",)),
+    ("demand:\n  prometheus_url: prometheus:9090\n", ("demand.prometheus_url", "http(s)://")),
+    ("demand:\n  history: forever\n", ("demand.history 'forever'", "8d")),
+    ("demand:\n  reserve_queues: prod\n", ("demand.reserve_queues must be a list",)),
+    ("demand:\n  reserve_quantile: p95\n", ("demand.reserve_quantile",)),
+    ("demand:\n  series: s.csv\n  prometheus_url: http://p:9090\n", ("give one",)),
 ])
 def test_serve_config_section_of_the_wrong_shape(tmp_path, capsys, no_server, text, needles):
     cfg = tmp_path / "c.yaml"

@@ -6,9 +6,9 @@
 - `reserved_whole_gpus()`: the forecast GPU demand of the queues listed in
   `demand.reserve_queues` over the model's horizon (quantile `demand.reserve_quantile`), from
   the recent arrivals: read from Prometheus (`demand.prometheus_url`: kube-state-metrics'
-  pods over the last `demand.history`, the series the retraining job builds, up to now; token and tenant from
-  env FORESIGHT_PROM_TOKEN / FORESIGHT_PROM_TENANT) or
-  from a file (`demand.series`, Nixtla long CSV: unique_id, ds, y). Without queues, 0.
+  pods over the last `demand.history`, the series the retraining job builds, up to now;
+  token and tenant from env FORESIGHT_PROM_TOKEN / FORESIGHT_PROM_TENANT) or from a file
+  (`demand.series`, Nixtla long CSV: unique_id, ds, y). Without queues, 0.
 
 Both are computed once when the provider is built, so scores stay constant (and cacheable)
 between reloads; `foresight serve` rebuilds it every --reload-s on its reload thread (the

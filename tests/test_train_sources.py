@@ -256,3 +256,16 @@ def test_train_from_prometheus_publishes_the_models_of_the_ingest_directory(prom
                  "--out", str(tmp_path / "ob"), *TRAIN]) == 0
     a, b = _models(tmp_path / "a"), _models(tmp_path / "b")
     assert set(a) == {"demand", "usage"} and a == b  # versions, files, data hash, metrics
+
+
+def test_source_auth_takes_the_token_given_before_the_environment(tmp_path, monkeypatch):
+    from foresight.commands.ingest import source_auth
+
+    monkeypatch.setenv("FORESIGHT_PROM_TOKEN", "from-env")
+    monkeypatch.setenv("FORESIGHT_PROM_PASSWORD", "pw")
+    f = tmp_path / "t"
+    f.write_text("from-file\n")
+    assert source_auth(None, f, None, None, False)["token"] == "from-file"
+    assert source_auth("given", None, None, None, False)["token"] == "given"
+    a = source_auth(None, None, "me", None, False, "team-a")
+    assert (a["token"], a["password"], a["tenant"]) == ("from-env", "pw", "team-a")

@@ -14,8 +14,8 @@ from rich.table import Table
 import sys
 
 from forecaster.interference.admission import ADMIT_RISK
-from foresight.commands.ingest import CA_FILE, INSECURE, TENANT, TOKEN_FILE, USERNAME
 from foresight.commands import check_output
+from foresight.commands.ingest import CA_FILE, INSECURE, TENANT, TOKEN_FILE, USERNAME
 from ground.errors import ForesightError
 
 # a CronJob's log is not a terminal: give the summary table room instead of 80 columns
@@ -102,8 +102,9 @@ def register(app: typer.Typer) -> None:
                                               "killed pull resumes there."),
         step: str = typer.Option("30s", "--step", help="Query step (the scrape interval), "
                                  "e.g. 30s, 1m; a plain number is seconds."),
-        token: Optional[str] = typer.Option(None, "--token", envvar="FORESIGHT_PROM_TOKEN",
-                                            help="Bearer token for the metric source."),
+        token: Optional[str] = typer.Option(None, "--token", help="Bearer token for the "
+                                            "metric source (or --token-file, or env "
+                                            "FORESIGHT_PROM_TOKEN)."),
         token_file: Optional[Path] = TOKEN_FILE,
         username: Optional[str] = USERNAME,
         ca_file: Optional[Path] = CA_FILE,

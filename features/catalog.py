@@ -112,6 +112,12 @@ class LabelConfig:
     queue_fallback: tuple[str, ...] = ("label_volcano_sh_queue_name",)
     #: kube_pod_labels labels whose values, joined by "/", form the workload key.
     workload: tuple[str, ...] = ("label_app_kubernetes_io_name",)
+    #: Labels that, where a pod carries one, key it before `workload`; and labels tried, in
+    #: order, for a pod without `workload`. The defaults key pods as the extender does
+    #: (scheduler_hook's workload_labels: foresight.io/workload, app.kubernetes.io/name,
+    #: job-name), so that a pod's history and its scheduling ask by one name.
+    workload_first: tuple[str, ...] = ("label_foresight_io_workload",)
+    workload_fallback: tuple[str, ...] = ("label_job_name",)
     #: Kueue metrics label naming the queue.
     cluster_queue: str = "cluster_queue"
     #: Volcano queue metrics label naming the queue.

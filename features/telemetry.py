@@ -45,12 +45,18 @@ def pods_from_source(source: MetricSource, start: datetime, end: datetime,
     pods["priority"] = pods.pop("priority_class").map(lambda c: _priority(c, labels))
 
     lab = _last(source, "kube_pod_labels", window, end)
-    lab = lab.reindex(columns=key + [labels.queue, *labels.queue_fallback, *labels.workload]) \
-        .fillna("")
+    extra = [*labels.queue_fallback, *labels.workload, *labels.workload_first,
+             *labels.workload_fallback]
+    lab = lab.reindex(columns=list(dict.fromkeys(key + [labels.queue, *extra]))).fillna("")
     for alt in labels.queue_fallback:  # a pod with no Kueue queue: its Volcano queue, if any
         lab[labels.queue] = lab[labels.queue].where(lab[labels.queue] != "", lab[alt])
-    lab["workload"] = lab[list(labels.workload)].astype(str).agg("/".join, axis=1).str.strip("/") \
-        if labels.workload else ""
+    wl = lab[list(labels.workload)].astype(str).agg("/".join, axis=1).str.strip("/") \
+        if labels.workload else pd.Series("", index=lab.index)
+    for alt in labels.workload_fallback:
+        wl = wl.where(wl != "", lab[alt].astype(str))
+    for first in reversed(labels.workload_first):  # the first listed wins
+        wl = lab[first].astype(str).where(lab[first] != "", wl)
+    lab["workload"] = wl
     lab = lab.rename(columns={ns: "namespace", pod: "pod", labels.queue: "queue"})
     pods = pods.merge(lab[["namespace", "pod", "queue", "workload"]].drop_duplicates(["namespace", "pod"]),
                       on=["namespace", "pod"], how="left")

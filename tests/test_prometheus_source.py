@@ -357,3 +357,41 @@ def test_a_mimir_tenant_is_sent_and_its_absence_named(backfilled, tmp_path, caps
         assert len(got) > 0
     finally:
         front.shutdown()
+
+
+@needs_prometheus
+def test_pods_are_keyed_by_workload_as_the_extender_keys_them(tmp_path):
+    """foresight.io/workload first, then app.kubernetes.io/name, then job-name: the order of
+    scheduler_hook's workload_labels, so history and scheduling ask by one name."""
+    from scheduler_hook.podspec import parse_pod
+
+    end = pd.Timestamp.now(tz="UTC").floor("min") - pd.Timedelta(hours=1)
+    ts = [int((end - pd.Timedelta(minutes=m)).timestamp()) for m in (20, 10, 0)]
+    pods = {"a": {"foresight.io/workload": "wa", "app.kubernetes.io/name": "appa"},
+            "b": {"job-name": "job-b"}, "c": {"app.kubernetes.io/name": "appc",
+                                             "job-name": "job-c"}, "d": {}}
+    ksm = {"foresight.io/workload": "label_foresight_io_workload", "job-name": "label_job_name",
+           "app.kubernetes.io/name": "label_app_kubernetes_io_name"}
+    lines = ["# TYPE kube_pod_info gauge"]
+    lines += [f'kube_pod_info{{namespace="ml",pod="{p}",node="n1",priority_class="0"}} 1 {t}'
+              for p in pods for t in ts]
+    lines.append("# TYPE kube_pod_labels gauge")
+    for p, lab in pods.items():
+        extra = "".join(f',{ksm[k]}="{v}"' for k, v in lab.items())
+        lines += [f'kube_pod_labels{{namespace="ml",pod="{p}"{extra}}} 1 {t}' for t in ts]
+    lines.append("# TYPE kube_pod_container_resource_requests gauge")  # GPU pods only
+    lines += [f'kube_pod_container_resource_requests{{namespace="ml",pod="{p}",container="m",'
+              f'resource="nvidia_com_gpu",unit="integer"}} 1 {t}' for p in pods for t in ts]
+    (tmp_path / "h.om").write_text("\n".join(lines) + "\n# EOF\n")
+    backfill(tmp_path / "h.om", tmp_path / "tsdb")
+    with PrometheusServer(tmp_path / "tsdb", retention="30d") as server:
+        from features.telemetry import pods_from_source
+
+        got = pods_from_source(PrometheusSource(server.url), (end - pd.Timedelta(hours=1))
+                               .to_pydatetime(), end.to_pydatetime(), LabelConfig())
+    keys = dict(zip(got["pod"], got["workload"]))
+    assert keys == {"a": "wa", "b": "job-b", "c": "appc", "d": ""}
+    for p, lab in pods.items():  # the extender's own reading of the same labels
+        spec = {"metadata": {"name": p, "namespace": "ml", "labels": lab},
+                "spec": {"containers": [{"name": "m", "image": ""}]}}
+        assert parse_pod(spec).workload == keys[p]

@@ -4,6 +4,7 @@ from __future__ import annotations
 import shutil
 import socket
 import threading
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import numpy as np
@@ -159,17 +160,22 @@ def _history(end: pd.Timestamp) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.concat(frames, ignore_index=True), pods
 
 
-@pytest.fixture(scope="module")
-def backfilled(tmp_path_factory):
+@contextmanager
+def _served(root, **tables):
+    """A real Prometheus over `tables` (write_openmetrics' keywords), backfilled with promtool."""
     if shutil.which("prometheus") is None or shutil.which("promtool") is None:
         pytest.skip("prometheus/promtool not installed (make test installs Debian's package)")
-    root = tmp_path_factory.mktemp("prom")
+    write_openmetrics(root / "history.om", **tables)
+    backfill(root / "history.om", root / "tsdb")
+    with PrometheusServer(root / "tsdb", retention="30d") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def backfilled(tmp_path_factory):
     end = pd.Timestamp.now(tz="UTC").floor("min") - pd.Timedelta(hours=1)
     samples, pods = _history(end)
-    om = root / "history.om"
-    write_openmetrics(om, samples=samples, pods=pods)
-    backfill(om, root / "tsdb")
-    with PrometheusServer(root / "tsdb", retention="30d") as server:
+    with _served(tmp_path_factory.mktemp("prom"), samples=samples, pods=pods) as server:
         yield server, samples, pods
 
 
@@ -257,9 +263,6 @@ def test_tls_with_ca_file_and_a_clear_error_without(tmp_path):
 def volcano(tmp_path_factory):
     """A cluster scheduled by Volcano, not Kueue: pods carry volcano.sh/queue-name, and the
     queue gauges are Volcano's, labelled queue_name."""
-    if shutil.which("prometheus") is None or shutil.which("promtool") is None:
-        pytest.skip("prometheus/promtool not installed (make test installs Debian's package)")
-    root = tmp_path_factory.mktemp("volcano")
     end = pd.Timestamp.now(tz="UTC").floor("min") - pd.Timedelta(hours=1)
     ts = pd.date_range(end=end, periods=120, freq="60s")
     samples = pd.DataFrame({"ts": ts, "node": "n1", "gpu": "0", "uuid": "GPU-0", "namespace": "ml",
@@ -269,11 +272,8 @@ def volcano(tmp_path_factory):
                          "created": [ts[0]], "started": [ts[1]], "finished": [pd.NaT]})
     queues = pd.DataFrame({"ts": ts, "queue": "vq-a", "metric": "volcano_queue_pod_group_pending_count",
                            "value": np.arange(len(ts)) % 4.0})
-    om = root / "history.om"
-    write_openmetrics(om, samples=samples, pods=pods, queues=queues,
-                      labels=LabelConfig(queue="label_volcano_sh_queue_name"))
-    backfill(om, root / "tsdb")
-    with PrometheusServer(root / "tsdb", retention="30d") as server:
+    with _served(tmp_path_factory.mktemp("volcano"), samples=samples, pods=pods, queues=queues,
+                 labels=LabelConfig(queue="label_volcano_sh_queue_name")) as server:
         yield server, ts, queues
 
 

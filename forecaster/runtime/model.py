@@ -54,6 +54,7 @@ SPAN = 64.0
 # min_count="auto": the candidates, chosen by p50 MAE on the pods created last in the
 # training window (the grid bench/runtime.py chose from on its dev splits)
 MIN_COUNTS = (3, 5, 10, 20)
+DEFAULT_MIN_COUNT = 5  # and "auto"'s where the training window is too small to choose
 SHIFTS = np.concatenate([[0.0], np.round(np.arange(-3.0, 3.01, 0.1), 1)])
 
 
@@ -168,7 +169,8 @@ def _seconds(col: pd.Series) -> np.ndarray:
 class RuntimePredictor:
     """Hierarchical empirical quantiles of run time, with a calibrated [p10, p90]."""
 
-    def __init__(self, levels: tuple[tuple[str, ...], ...] = LEVELS, min_count: int | str = 5,
+    def __init__(self, levels: tuple[tuple[str, ...], ...] = LEVELS,
+                 min_count: int | str = DEFAULT_MIN_COUNT,
                  coverage: float = 0.8, val_frac: float = 0.2,
                  calibrate_p50: bool = False) -> None:
         self.levels = tuple(tuple(lv) for lv in levels)
@@ -229,10 +231,10 @@ class RuntimePredictor:
 
     def _choose_min_count(self, t: pd.DataFrame) -> int:
         """The MIN_COUNTS value whose model, fitted on the inner split's history, has the
-        least p50 MAE on its pods created last (5 where the split is too small)."""
+        least p50 MAE on its pods created last (the default where the split is too small)."""
         split = self._inner_split(t)
         if split is None:
-            return 5
+            return DEFAULT_MIN_COUNT
         hist, val = split
         y = val["runtime_s"].to_numpy(float)
         err = [np.abs(RuntimePredictor(self.levels, mc, self.coverage, self.val_frac,

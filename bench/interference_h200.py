@@ -8,8 +8,8 @@ final part, scored once; `dev` scores the other six among themselves (their pair
 the final workloads' folds with every other pair as training, `all` every workload's fold (what
 to run on another measurement: nothing is tuned there), `pool` every fold of every dev set
 (the shared one and data/h200b, h200m, h200c, h200d, h200e, h200f, h200g), the others in
-training. `data/h200h` is set aside: no fold of a committed set trains on it (it is scored
-with `--data data/h200h --part all`, once after the choices); a measurement that is none of the
+training. `data/h200j` is set aside: no fold of a committed set trains on it (it is scored
+with `--data data/h200j --part all`, once after the choices); a measurement that is none of the
 committed sets (another lab's run of colocate.py) is scored with every committed set in training.
 Writes bench/results/interference_h200_<part>.md (or --out).
 
@@ -42,10 +42,10 @@ from forecaster.interference.model import InterferenceModel  # noqa: E402
 from interference_h200_notes import NOTES  # noqa: E402
 
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
-# sets in no fold's training unless scored themselves. h200h (measured 2026-11-27 with h200g,
-# both scored once with the model as it stood) is set aside for this session's choices; h200f
-# (set aside 2026-11-26, scored after those choices) and h200g are dev sets now
-SET_ASIDE = ("h200h",)
+# sets in no fold's training unless scored themselves. h200j (measured 2026-11-27 with h200i,
+# both scored once with the model as it stood: interference_h200_i.md / _j.md) is set aside for
+# the choices made after it; h200h (set aside until then) and h200i are dev sets now
+SET_ASIDE = ("h200j",)
 SAFE, MIN_SPEED = 0.85, 0.8
 
 

@@ -24,8 +24,9 @@ b, c, speed_a, speed_b, speed_c, rate_*` and the window's telemetry): what three
 GPU do to each other, to check the rule the co-location gate composes pairs with
 (bench/interference_triples.py). About 4.3 s a triple and mode: 20 triples add ~3 min.
 
-Sets i and j were written without a GPU (2026-11-27): checked in --fake mode only (the
-orchestration, not the workloads); a workload that fails to build is dropped, not fatal.
+Sets i and j were written without a GPU (2026-11-27), checked in --fake mode, then measured on
+an H200 the same evening: all sixteen workloads built and ran (data/h200i with 12 triples,
+data/h200j).
 """
 from __future__ import annotations
 

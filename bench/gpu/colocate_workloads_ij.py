@@ -1,6 +1,6 @@
 """Workloads of sets i and j of bench/gpu/colocate_more.py, one step each: characters none of
-the sets measured so far has (data/h200 ... h200h), prepared for the next lent GPU (written
-2026-11-27 without a GPU: a workload that fails to build is dropped by the script, not fatal).
+the sets measured so far has (data/h200 ... h200h), written 2026-11-27 without a GPU and
+measured on an H200 the same evening (data/h200i, data/h200j): all sixteen built and ran.
 
 Set i, serving and training patterns of a cluster: recommendation (EmbeddingBag lookups and an
 MLP), LLM prefill, a diffusion-UNet-like conv stack, device-to-host copies, LLM sampling over a

@@ -55,7 +55,10 @@ NOTES = [
     "forms lose to trees without them), the learned scale now serves too (before: one margin "
     "for every row).",
     "- Part of the margin is the measurement itself: see the line on pairs measured twice "
-    "under the per-set table (`--part pool`). One workload the fingerprints cannot place: "
-    "`h2d_copy` (data/h200c) reads 99.6 % GPU util with no SM activity, and costs its partners "
-    "nothing in either mode; the fields that would tell a copy-engine job "
-    "(DCGM_FI_PROF_PCIE_TX_BYTES / RX_BYTES) are not in the telemetry, so it is predicted as a hog.", ""]
+    "under the per-set table (`--part pool`). Copy-engine jobs (`h2d_copy` in data/h200c, "
+    "`d2h_copy` in data/h200i: ~99 % GPU util with SM activity 0.0000) cost their partners "
+    "nothing in either mode and are not slowed; since 2026-11-27 the forms read a side with "
+    "no SM activity as running no kernels and give both sides 1.0 (mechanism.py `_NO_SM`; "
+    "before, a copy job was predicted as a hog: adding data/h200h and h200i to training "
+    "raised the shared set's time-slicing MAE from 0.052 to 0.079, 0.072 with h200i alone "
+    "and 0.055 with h200h alone; with the rule, 0.046).", ""]

@@ -12,7 +12,16 @@ Scores MAE and bias (predicted - measured) per sharing mode, and at `foresight.i
 0.8 the pods each rule would call safe that ran under 0.8. The pairs come from the same run,
 so this checks the rule, not the model.
 
-Usage: nice .venv/bin/python bench/interference_triples.py --data DIR [--data DIR ...]
+With `--rows CSV` (the held-out rows `bench/interference_h200.py --rows` wrote when the set was
+first scored as unseen workloads), it also scores the gate itself on the triples: each pod of a
+triple is a pending pod of a workload the model never saw, annotated `foresight.io/min-speed:
+"0.8"`, joining a GPU whose two residents the model knows (the fold of the pod's own workload);
+the gate composes the model's pairwise speeds, p10s or admission bounds by the same rule and
+admits when the composed value clears 0.8. Beside it: the summed-util rule over three (speed =
+min(1, 1 / the three solo GPU utils summed)) and memaware (three ~15 GB pods fit 141 GB: it
+admits all).
+
+Usage: nice .venv/bin/python bench/interference_triples.py --data DIR [--data DIR ...] [--rows CSV]
 Writes bench/results/interference_triples.md. Measured triples: data/h200i (12 triples of its
 eight workloads, both modes).
 """
@@ -79,9 +88,55 @@ def score(m: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+GATE = {"model (admission bound)": "admit", "model (p10)": "p10",
+        "model point (no margin)": "model"}
+
+
+def gate(triples: pd.DataFrame, rows: pd.DataFrame, solo: pd.DataFrame) -> pd.DataFrame:
+    """Per pod of each triple: the measured speed and the gate's composed values (see the
+    module docstring), from the held-out rows of the pod's own workload's fold."""
+    held = rows[rows["fold"] == rows["self"]].set_index(["sharing", "self", "partner"])
+    util = solo.set_index(["mode", "workload"])["util_gpu"]
+    out = []
+    for t in triples.itertuples(index=False):
+        pods = (t.a, t.b, t.c)
+        for k, me in zip("abc", pods):
+            o1, o2 = [p for p in pods if p != me]
+            try:
+                r1, r2 = held.loc[(t.mode, me, o1)], held.loc[(t.mode, me, o2)]
+            except KeyError:
+                continue
+            row = {"mode": t.mode, "pod": me, "y": float(getattr(t, f"speed_{k}"))}
+            for name, col in GATE.items():
+                v1, v2 = (r[col] if np.isfinite(r[col]) else r["p10"] for r in (r1, r2))
+                row[name] = float(combined(delay(v1) + delay(v2)))
+            row["util_rule"] = min(1.0, 100.0 / sum(util[(t.mode, w)] for w in pods))
+            row["memaware"] = 1.0
+            out.append(row)
+    g = pd.DataFrame(out)
+    return g[np.isfinite(g["y"]) & (g["y"] > 0)]
+
+
+def gate_table(g: pd.DataFrame) -> list[str]:
+    lines = ["| mode | policy | pods | composed MAE | unsafe | admitted unsafe | safe | "
+             "refused safe |", "|---|---|---|---|---|---|---|---|"]
+    for mode, d in [("both", g), *g.groupby("mode")]:
+        y = d["y"].to_numpy()
+        unsafe = y < FLOOR
+        for name in [*GATE, "util_rule", "memaware"]:
+            v = d[name].to_numpy()
+            mae = f"{np.mean(np.abs(v - y)):.3f}" if name != "memaware" else "-"
+            lines.append(f"| {mode} | {name} | {len(d)} | {mae} | {int(unsafe.sum())} | "
+                         f"{int((unsafe & (v >= FLOOR)).sum())} | {int((~unsafe).sum())} | "
+                         f"{int((~unsafe & (v < FLOOR)).sum())} |")
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", action="append", required=True)
+    ap.add_argument("--rows", type=Path, default=None,
+                    help="held-out rows of the first score of the (one) --data set")
     ap.add_argument("--out", type=Path, default=ROOT / "bench/results/interference_triples.md")
     a = ap.parse_args()
     parts = []
@@ -105,6 +160,16 @@ def main() -> None:
     for r in t.itertuples(index=False):
         lines.append(f"| {r.mode} | {r.rule} | {r.pods} | {r.MAE:.3f} | {r.bias:+.3f} | "
                      f"{r.unsafe} | {r.called_safe} |")
+    if a.rows is not None:
+        if len(a.data) != 1:
+            raise SystemExit("error: --rows goes with one --data set (the one it scored)")
+        g = gate(pd.read_csv(Path(a.data[0]) / "triples.csv"), pd.read_csv(a.rows),
+                 pd.read_csv(Path(a.data[0]) / "solo.csv"))
+        lines[2] = lines[2][:-1] + f" --rows {a.rows}`"
+        lines += ["", "## The co-location gate on three pods (a pending pod of an unseen workload, "
+                  f"two known residents, `foresight.io/min-speed: \"{FLOOR}\"`)", "",
+                  f"Rows: `{a.rows}` (the model's held-out predictions from the set's first "
+                  "score as unseen workloads); counts are pods.", "", *gate_table(g)]
     a.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

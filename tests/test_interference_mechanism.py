@@ -224,3 +224,39 @@ def test_mps_conserve_form_fit_recovers_the_total_and_survives_json():
     back = SharingMechanism.from_json(fit.to_json())
     assert back.mps_form == "conserve"
     assert np.allclose(back.predict(d), fit.predict(d))
+
+
+@pytest.mark.parametrize("mode", ["timeslice", "mps"])
+def test_a_copy_engine_job_neither_slows_nor_is_slowed_by_kernels(mode):
+    """~99 % GPU util with no SM activity is copy engines (h2d_copy, d2h_copy on the H200): time
+    slices and MPS share the SMs, so the form gives both sides 1.0, as measured; a job of tiny
+    kernels (some SM activity at low util) still contends."""
+    m = SharingMechanism(mps_form="conserve", ts_form="conserve")
+    m.params_ = {"timeslice": [2.0, 0.2, 0.95],
+                 "mps": [0.0, 1.0, 0.3, 0.5, 0.0, 0.0, 0.2, 1.0, 1.05]}
+    gemm = {"gpu_util": 99.0, "sm_active": 0.95, "step_s": 0.02, "tensor_active": 0.8,
+            "dram_active": 0.2, "sm_occupancy": 0.3}
+    copy = {"gpu_util": 99.5, "sm_active": 0.0, "step_s": 0.005, "tensor_active": 0.0,
+            "dram_active": 0.011, "sm_occupancy": 0.0}
+    tiny = dict(copy, gpu_util=28.0, sm_active=0.0003, step_s=2e-4)
+
+    def speed(me: dict, partner: dict) -> float:
+        row = {"sharing": mode, **{f"self_{k}": [v] for k, v in me.items()},
+               **{f"partner_{k}": [v] for k, v in partner.items()}}
+        return float(m.predict(pd.DataFrame(row))[0])
+
+    assert speed(gemm, copy) == pytest.approx(1.0) and speed(copy, gemm) == pytest.approx(1.0)
+    assert speed(tiny, gemm) < 0.9  # the short-step job still waits behind the GEMM
+    no_sm = pd.DataFrame({"sharing": [mode], "self_gpu_util": [99.0], "partner_gpu_util": [99.5],
+                          "self_step_s": [0.02], "partner_step_s": [0.005]})
+    assert m.predict(no_sm)[0] < 0.9  # without SM activity in the telemetry: util decides
+
+
+def test_the_legacy_forms_still_read_a_copy_job_as_busy():
+    """The simulator's committed seed ("busy" / "hogging") predicts as it was fit."""
+    m = SharingMechanism(mps_form="hogging", ts_form="busy")
+    m.params_ = {"timeslice": [2.0, 0.2], "mps": [2.0, 1.0, 1.0, 0.0, 0.0]}
+    row = pd.DataFrame({"sharing": ["timeslice", "mps"], "self_gpu_util": 99.0,
+                        "partner_gpu_util": 99.5, "self_sm_active": 0.95,
+                        "partner_sm_active": 0.0, "self_step_s": 0.02, "partner_step_s": 0.005})
+    assert (m.predict(row) < 0.9).all()

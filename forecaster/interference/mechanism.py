@@ -52,6 +52,13 @@ _MPS_MAX_TOTAL = 1.3
 _READY_ITERS = 12  # the pair's fixed point settles to < 1e-4 within ~8 on the H200 pairs
 _MPS_FEATURES = ("hogging", "log10 step ms", "tensor", "dram", "occupancy", "log util",
                  "sm per busy")
+#: SM activity at or under this (0 at DCGM's four decimals) while the GPU reads busy: the busy
+#: time is copy engines (DMA), not kernels. Time slices and MPS share the SMs, not the copy
+#: engines: on the H200 the two pure copy jobs measured (h2d_copy, d2h_copy: ~99 % GPU util,
+#: SM activity 0.0000) cost their partners nothing in either mode and were not slowed. A
+#: job of tiny kernels still shows some (small_kernels: 0.0003 at 25 % util).
+_NO_SM = 5e-5
+_LEGACY_FORMS = ("busy", "hogging")
 _STARTS = {"timeslice": ([2.0, 0.2], [5.0, 0.5], [1.0, 0.05]),
            "mps": ([-3.0, 1.0, 1.0, 0.0, 0.0], [-1.0, 0.5, 0.5, 0.5, 0.0],
                    [-0.5, 1.5, 1.5, 2.0, 1.0])}
@@ -189,6 +196,8 @@ class SharingMechanism:
             out[f"{role}_u"] = _busy(d, role, n)
             sm = _col(d, f"{role}_sm_active", n)
             out[f"{role}_sm"] = np.where(np.isnan(sm), out[f"{role}_u"], sm)
+            # runs kernels: busy, and no known SM activity that says its busy time is copies
+            out[f"{role}_kernels"] = (out[f"{role}_u"] > 0) & ~(sm <= _NO_SM)
             out[f"{role}_step"] = _col(d, f"{role}_step_s", n)
             out[f"{role}_dram"] = _col(d, f"{role}_dram_active", n)
             out[f"{role}_tensor"] = _col(d, f"{role}_tensor_active", n)
@@ -207,7 +216,21 @@ class SharingMechanism:
         return mps_priority_x(x[f"{role}_u"], x[f"{role}_sm"], step, x[f"{role}_tensor"],
                               x[f"{role}_dram"], x[f"{role}_occ"])
 
+    def _legacy(self, mode: str) -> bool:
+        return (self.ts_form if mode == "timeslice" else self.mps_form) in _LEGACY_FORMS
+
     def _speed(self, x: dict[str, np.ndarray], mode: str, params: np.ndarray) -> np.ndarray:
+        """The form's speed; with the current forms, 1 where either side runs no kernels
+        (nothing contends for the SMs, and the pair totals, fit where both run kernels, do not
+        apply). The legacy forms ("busy", "hogging": the simulator's committed seed, earlier
+        artifacts) predict as they were fit."""
+        speed = self._form_speed(x, mode, params)
+        if self._legacy(mode):
+            return speed
+        return np.where(x["self_kernels"] & x["partner_kernels"], speed, 1.0)
+
+    def _form_speed(self, x: dict[str, np.ndarray], mode: str, params: np.ndarray
+                    ) -> np.ndarray:
         s, sp = self._steps(x)
         if mode == "timeslice":
             return timeslice_speed(x["self_u"], s, x["partner_u"], sp,
@@ -255,6 +278,8 @@ class SharingMechanism:
         for mode in MODES:
             rows = (x["sharing"] == mode) & np.isfinite(y) & ~np.isnan(x["self_u"]) \
                 & ~np.isnan(x["partner_u"])
+            if not self._legacy(mode):  # a side without kernels is 1.0 whatever the parameters
+                rows &= x["self_kernels"] & x["partner_kernels"]
             if rows.sum() < self.min_rows:
                 continue
             sub = {k: v[rows] for k, v in x.items()}

@@ -4,10 +4,12 @@ A pair table predicts a job's speed beside one partner; a time-sliced or MPS GPU
 more (the device plugin's `replicas`). Beside several partners each one's delay per unit of
 work adds: 1 / speed = 1 + sum over partners of (1 / s_k - 1). From the pairwise 1/2 of two
 always-busy contexts it gives three of them 1/3 each, as round robin does, and it is the rule
-the simulator's sharing applies (`simulator.sharing.combine`). ASSUMPTION: no measurement of
-three or more pods on one GPU is here to check it further. The pessimistic side composes each
-pair's bound the same way, which is wider than any calibrated bound (nothing measured calibrates
-a sum), so a crowded GPU is refused sooner, not later.
+the simulator's sharing applies (`simulator.sharing.combine`). On 12 measured triples per mode
+of a real H200 (data/h200i) it gives each pod's speed from the measured pairs within 0.013 on
+average, closer than the product of slowdowns or the pairwise minimum
+(bench/interference_triples.py). The pessimistic side composes each pair's bound the same way,
+which is wider than any calibrated bound (nothing measured calibrates a sum), so a crowded GPU
+is refused sooner, not later.
 
 A placement is judged per GPU: the pod meets only the residents of the GPU it lands on. The
 gate refuses a node when no GPU that fits the pod is safe for it and for every resident there

@@ -24,6 +24,7 @@ does: forecaster/interference/admission.py; also shown: the p10), the rule when 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -61,10 +62,31 @@ def committed(data: str) -> list[str]:
             and not (known and p.name in SET_ASIDE)]
 
 
+def starved(data: str) -> dict[tuple[str, str, str], float]:
+    """(mode, self, partner) -> the most its speed can have been, for each side of a measured
+    pair that completed no step in its window (colocate.py writes speed 0; the loader reads it
+    as missing): under 1 / (solo rate x window), e.g. 0.33 for a job of one step a second."""
+    d = Path(data)
+    pairs, solo = pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "solo.csv")
+    env = d / "env.json"
+    window = float(json.loads(env.read_text()).get("measure_s", 3.0)) if env.is_file() else 3.0
+    rate = solo.set_index(["mode", "workload"])["rate"]
+    out = {}
+    for r in pairs.itertuples(index=False):
+        for me, other, v in ((r.a, r.b, r.speed_a), (r.b, r.a, r.speed_b)):
+            solo_rate = rate.get((r.mode, me), np.nan)
+            if v == 0 and solo_rate > 0:
+                out[(r.mode, me, other)] = 1.0 / (solo_rate * window)
+    return out
+
+
 def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
-         extra: pd.DataFrame | None = None) -> pd.DataFrame:
+         extra: pd.DataFrame | None = None,
+         zero_step: dict[tuple[str, str, str], float] | None = None) -> pd.DataFrame:
     """Held-out rows of every fold: y, model, p10, baselines. `extra` (other measurements) joins
-    every fold's training set, less any pair of the held-out workload's name."""
+    every fold's training set, less any pair of the held-out workload's name. `zero_step`
+    (starved()) keeps the windows in which a side completed no step, with y 0 and `y_upper` the
+    most its speed can have been: the safety table counts them, the MAE cannot."""
     out = []
     for w in folds:
         test = (pairs["a_workload"] == w) | (pairs["b_workload"] == w)
@@ -87,6 +109,9 @@ def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
             "train_mean": d["sharing"].map(mean).to_numpy(),
             "util_rule": np.minimum(1.0, 100.0 / u)}))
     res = pd.concat(out, ignore_index=True)
+    keys = zip(res["sharing"], res["self"], res["partner"])
+    res["y_upper"] = [(zero_step or {}).get(k, np.nan) for k in keys]
+    res.loc[res["y_upper"].notna(), "y"] = 0.0
     return res[res["y"].notna()].reset_index(drop=True)
 
 
@@ -106,6 +131,10 @@ def admit_at(model: InterferenceModel, pred: pd.DataFrame, sharing: np.ndarray,
 
 
 def scores(r: pd.DataFrame) -> dict:
+    """MAE and the p10's rates over the rows whose speed was measured (not zero-step windows,
+    whose speed is only bounded)."""
+    if "y_upper" in r:
+        r = r[r["y_upper"].isna()]
     y = r["y"].to_numpy()
     mae = {k: float(np.mean(np.abs(r[k] - y))) for k in ("model", "train_mean", "util_rule")}
     best = min(mae["train_mean"], mae["util_rule"])
@@ -118,7 +147,10 @@ def scores(r: pd.DataFrame) -> dict:
 
 
 def safety(r: pd.DataFrame) -> pd.DataFrame:
-    """Admitted-unsafe and refused-safe at MIN_SPEED, per policy and mode."""
+    """Admitted-unsafe and refused-safe at MIN_SPEED, per policy and mode; a zero-step window
+    counts as unsafe where its bound is under MIN_SPEED (else it is left out)."""
+    if "y_upper" in r:
+        r = r[~(r["y_upper"] >= MIN_SPEED)]
     rows = []
     for mode, g in [("both", r)] + list(r.groupby("sharing")):
         y = g["y"].to_numpy()
@@ -148,7 +180,7 @@ def pool(shared: str, params: dict, no_step: bool) -> tuple[pd.DataFrame, list[s
     for x, pairs in loaded.items():
         extra = pd.concat([p for y, p in loaded.items() if y != x], ignore_index=True)
         names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
-        out.append(lowo(pairs, names, params, extra).assign(set=Path(x).name))
+        out.append(lowo(pairs, names, params, extra, starved(x)).assign(set=Path(x).name))
     return pd.concat(out, ignore_index=True), sets
 
 
@@ -275,9 +307,17 @@ def bars(r: pd.DataFrame) -> list[str]:
              fmt(gate.admitted_unsafe, True), not gate.admitted_unsafe > 0.05),
             (f"refused safe at min-speed {MIN_SPEED} <= 30 %", fmt(gate.refused_safe, True),
              not gate.refused_safe > 0.30)]
-    return ["## The bars (issue 27), all held-out rows", "", "| line | value | holds |",
-            "|---|---|---|", *(f"| {n} | {v} | {'yes' if ok else '**no**'} |"
-                               for n, v, ok in rows), ""]
+    out = ["## The bars (issue 27), all held-out rows", "", "| line | value | holds |",
+           "|---|---|---|", *(f"| {n} | {v} | {'yes' if ok else '**no**'} |"
+                              for n, v, ok in rows), ""]
+    z = r[r["y_upper"].notna()] if "y_upper" in r else r.iloc[:0]
+    if len(z):
+        out += [f"{len(z)} held-out directed rows are windows in which the pod completed no step "
+                f"(speed under {z['y_upper'].max():.2f} by its solo rate): not in the MAE or "
+                "the p10 rates, counted as unsafe placements in the safety lines "
+                f"({int((z['admit'] >= MIN_SPEED).sum())} admitted by the bound, "
+                f"{int((z['util_rule'] >= MIN_SPEED).sum())} by the rule).", ""]
+    return out
 
 
 def main() -> None:
@@ -346,7 +386,7 @@ def main() -> None:
     else:
         folds = [w for w in names if w in FINAL] if a.part == "final" else names
     if a.part != "pool":
-        r = lowo(pairs.reset_index(drop=True), folds, params, extra)
+        r = lowo(pairs.reset_index(drop=True), folds, params, extra, starved(a.data))
     took = time.time() - t
     if a.rows:
         r.to_csv(a.rows, index=False)

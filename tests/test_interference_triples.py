@@ -31,3 +31,23 @@ def test_a_triple_that_follows_the_gates_rule_scores_zero_and_pairwise_min_is_op
     assert t.loc[("timeslice", "delays add"), "called_safe"] == 0
     # a pod whose pair was not measured is left out, not guessed: without y-z only x stays
     assert list(members(tri, pair_speeds(pairs.iloc[:2]))["pod"]) == ["x"]
+
+
+def test_the_gate_on_triples_composes_the_held_out_bounds():
+    from interference_triples import gate, gate_table
+    tri = pd.DataFrame({"mode": ["mps"], "a": ["x"], "b": ["y"], "c": ["z"],
+                        "speed_a": [0.6], "speed_b": [0.95], "speed_c": [0.9]})
+    rows = []
+    for me in "xyz":  # the fold of the pod's own workload: it never saw `me`
+        for other in "xyz".replace(me, ""):
+            rows.append({"fold": me, "sharing": "mps", "self": me, "partner": other,
+                         "model": 0.95, "p10": 0.7, "admit": 0.9 if me != "x" else 0.85})
+    solo = pd.DataFrame({"mode": "mps", "workload": list("xyz"), "util_gpu": [30.0, 20, 10]})
+    g = gate(tri, pd.DataFrame(rows), solo).set_index("pod")
+    # two partners, bound 0.85 each: 1 / (1 + 2 x (1 / 0.85 - 1)) = 0.739 < 0.8: refused
+    assert g.loc["x", "model (admission bound)"] == pytest.approx(0.739, abs=1e-3)
+    assert g.loc["y", "model (admission bound)"] == pytest.approx(1 / (1 + 2 / 9), abs=1e-9)
+    assert g.loc["x", "util_rule"] == pytest.approx(1.0)  # 60 % summed: the rule sees no harm
+    text = "\n".join(gate_table(g.reset_index()))
+    # x ran at 0.6 (unsafe) and was refused; y and z (safe) were admitted at 0.818
+    assert "| both | model (admission bound) | 3 | " in text and "| 1 | 0 | 2 | 0 |" in text

@@ -61,4 +61,5 @@ NOTES = [
     "no SM activity as running no kernels and give both sides 1.0 (mechanism.py `_NO_SM`; "
     "before, a copy job was predicted as a hog: adding data/h200h and h200i to training "
     "raised the shared set's time-slicing MAE from 0.052 to 0.079, 0.072 with h200i alone "
-    "and 0.055 with h200h alone; with the rule, 0.046).", ""]
+    "and 0.055 with h200h alone; with the rule, 0.046: "
+    "interference_h200_before_copy_rule.md).", ""]

@@ -293,6 +293,16 @@ def report(r: pd.DataFrame, title: str) -> list[str]:
     return lines + [""]
 
 
+def _at_most(v: float, bar: float) -> bool | None:
+    """Whether a rate is within its bar; None where the set has no such placement (a set
+    whose pairs are all unsafe has no refused-safe rate to hold)."""
+    return None if pd.isna(v) else bool(v <= bar)
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a (no such placements)" if ok is None else ("yes" if ok else "**no**")
+
+
 def bars(r: pd.DataFrame) -> list[str]:
     """Issue 27's "Done when" lines on these rows, each with its value and whether it holds."""
     s = scores(r)
@@ -302,14 +312,13 @@ def bars(r: pd.DataFrame) -> list[str]:
             ("p10 below-rate 5-15 %", fmt(s["below_p10"], True),
              0.05 <= s["below_p10"] <= 0.15),
             ("p10 >= 0.85 where speed < 0.85: <= 10 %", fmt(s["miss_085"], True),
-             not s["miss_085"] > 0.10),
+             _at_most(s["miss_085"], 0.10)),
             (f"admitted unsafe at min-speed {MIN_SPEED} <= 5 %",
-             fmt(gate.admitted_unsafe, True), not gate.admitted_unsafe > 0.05),
+             fmt(gate.admitted_unsafe, True), _at_most(gate.admitted_unsafe, 0.05)),
             (f"refused safe at min-speed {MIN_SPEED} <= 30 %", fmt(gate.refused_safe, True),
-             not gate.refused_safe > 0.30)]
+             _at_most(gate.refused_safe, 0.30))]
     out = ["## The bars (issue 27), all held-out rows", "", "| line | value | holds |",
-           "|---|---|---|", *(f"| {n} | {v} | {'yes' if ok else '**no**'} |"
-                              for n, v, ok in rows), ""]
+           "|---|---|---|", *(f"| {n} | {v} | {_verdict(ok)} |" for n, v, ok in rows), ""]
     z = r[r["y_upper"].notna()] if "y_upper" in r else r.iloc[:0]
     if len(z):
         out += [f"{len(z)} held-out directed rows are windows in which the pod completed no step "

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from interference_h200 import safety, scores, starved  # noqa: E402
+from interference_h200 import bars, safety, scores, starved  # noqa: E402
 
 
 def test_a_zero_step_window_is_bounded_by_the_solo_rate(tmp_path):
@@ -37,3 +37,14 @@ def test_zero_step_rows_count_in_safety_and_not_in_the_mae():
     # unsafe: the measured 0.5 (refused) and the bounded window (admitted); the 1.5 bound
     # cannot say which side of the floor it was on
     assert s["unsafe"] == 2 and s["admitted_unsafe"] == pytest.approx(0.5)
+
+
+def test_a_set_without_safe_placements_does_not_claim_the_refused_safe_bar():
+    # every pair unsafe (a time-slicing-only set of busy jobs): nothing to refuse wrongly
+    r = pd.DataFrame({"sharing": "timeslice", "y": [0.5, 0.4, 0.3, 0.6],
+                      "model": [0.5, 0.45, 0.3, 0.55], "p10": [0.4, 0.3, 0.2, 0.45],
+                      "admit": [0.45, 0.4, 0.25, 0.5], "train_mean": 0.6, "util_rule": 0.5})
+    text = "\n".join(bars(r))
+    line = next(x for x in text.splitlines() if x.startswith("| refused safe"))
+    assert "n/a (no such placements)" in line and "yes" not in line
+    assert "| admitted unsafe at min-speed 0.8 <= 5 % | 0.0 % | yes |" in text

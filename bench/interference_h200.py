@@ -24,9 +24,9 @@ does: forecaster/interference/admission.py; also shown: the p10), the rule when 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
-from features.h200 import load_h200_pairs  # noqa: E402
+from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 from interference_h200_notes import NOTES  # noqa: E402
@@ -62,35 +62,28 @@ def committed(data: str) -> list[str]:
             and not (known and p.name in SET_ASIDE)]
 
 
-def starved(data: str) -> dict[tuple[str, str, str], float]:
-    """(mode, self, partner) -> the most its speed can have been, for each side of a measured
-    pair that completed no step in its window (colocate.py writes speed 0; the loader reads it
-    as missing): under 1 / (solo rate x window), e.g. 0.33 for a job of one step a second."""
-    d = Path(data)
-    pairs, solo = pd.read_csv(d / "pairs.csv"), pd.read_csv(d / "solo.csv")
-    env = d / "env.json"
-    window = float(json.loads(env.read_text()).get("measure_s", 3.0)) if env.is_file() else 3.0
-    rate = solo.set_index(["mode", "workload"])["rate"]
-    out = {}
-    for r in pairs.itertuples(index=False):
-        for me, other, v in ((r.a, r.b, r.speed_a), (r.b, r.a, r.speed_b)):
-            solo_rate = rate.get((r.mode, me), np.nan)
-            if v == 0 and solo_rate > 0:
-                out[(r.mode, me, other)] = 1.0 / (solo_rate * window)
-    return out
-
-
 def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
          extra: pd.DataFrame | None = None,
-         zero_step: dict[tuple[str, str, str], float] | None = None) -> pd.DataFrame:
-    """Held-out rows of every fold: y, model, p10, baselines. `extra` (other measurements) joins
+         zero_step: dict[tuple[str, str, str], float] | None = None,
+         seen: int = 0) -> pd.DataFrame:
+    """Held-out rows of every fold: y, model, p10, baselines. `seen` of the held-out
+    workload's pairs per mode (seeded by its name) join training: the first co-locations
+    a cluster observed (bench/interference_seen.py). `extra` (other measurements) joins
     every fold's training set, less any pair of the held-out workload's name. `zero_step`
-    (starved()) keeps the windows in which a side completed no step, with y 0 and `y_upper` the
-    most its speed can have been: the safety table counts them, the MAE cannot."""
+    (features.h200.zero_step_bounds) keeps the windows in which a side completed no step,
+    scored with y 0 and `y_upper` the most its speed can have been: the safety table counts
+    them, the MAE cannot (training reads them at half the bound: load_h200_pairs)."""
     out = []
     for w in folds:
         test = (pairs["a_workload"] == w) | (pairs["b_workload"] == w)
         train, held = pairs[~test], pairs[test].reset_index(drop=True)
+        if seen:
+            rng = np.random.default_rng(zlib.crc32(w.encode()))
+            # a permutation per mode: a larger `seen` extends a smaller one's draw
+            first = [i for _, g in held.groupby("sharing")
+                     for i in rng.permutation(g.index.to_numpy())[:seen]]
+            train, held = pd.concat([train, held.loc[first]]), \
+                held.drop(index=first).reset_index(drop=True)
         if extra is not None:
             keep = (extra["a_workload"] != w) & (extra["b_workload"] != w)
             train = pd.concat([train, extra[keep]], ignore_index=True)
@@ -169,7 +162,8 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def pool(shared: str, params: dict, no_step: bool) -> tuple[pd.DataFrame, list[str]]:
+def pool(shared: str, params: dict, no_step: bool, seen: int = 0
+         ) -> tuple[pd.DataFrame, list[str]]:
     """Every fold of every dev set (`shared` and the committed sets but the one set aside),
     the other sets in training; rows tagged with their set."""
     sets = [shared] + [x for x in committed(shared)]
@@ -180,7 +174,8 @@ def pool(shared: str, params: dict, no_step: bool) -> tuple[pd.DataFrame, list[s
     for x, pairs in loaded.items():
         extra = pd.concat([p for y, p in loaded.items() if y != x], ignore_index=True)
         names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
-        out.append(lowo(pairs, names, params, extra, starved(x)).assign(set=Path(x).name))
+        out.append(lowo(pairs, names, params, extra, zero_step_bounds(x), seen)
+                   .assign(set=Path(x).name))
     return pd.concat(out, ignore_index=True), sets
 
 
@@ -395,7 +390,7 @@ def main() -> None:
     else:
         folds = [w for w in names if w in FINAL] if a.part == "final" else names
     if a.part != "pool":
-        r = lowo(pairs.reset_index(drop=True), folds, params, extra, starved(a.data))
+        r = lowo(pairs.reset_index(drop=True), folds, params, extra, zero_step_bounds(a.data))
     took = time.time() - t
     if a.rows:
         r.to_csv(a.rows, index=False)

@@ -9,6 +9,7 @@ that a model trained on these measurements reads the step a cluster serves it.
 """
 from __future__ import annotations
 
+import json
 import warnings
 from pathlib import Path
 
@@ -25,11 +26,26 @@ SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": 
 _MODES = {"timeslice": "timeslice", "mps": "mps"}
 #: pairs.csv columns read (its telemetry columns describe the pair, not the solo sides)
 PAIR_COLUMNS = ("mode", "a", "b", "speed_a", "speed_b")
+#: colocate.py's measured window (s) when env.json does not say
+MEASURE_S = 3.0
+STARVED = ("midpoint", "drop")
 
 
-def load_h200_pairs(root: str | Path, gpu_model: str | None = None) -> pd.DataFrame:
+def load_h200_pairs(root: str | Path, gpu_model: str | None = None,
+                    starved: str = "midpoint") -> pd.DataFrame:
     """Pair table (a_/b_ solo features, sharing, a_speed, b_speed) from a colocate.py output dir;
-    `gpu_model` by default from its env.json ("NVIDIA H200" -> "H200"), H200 without one."""
+    `gpu_model` by default from its env.json ("NVIDIA H200" -> "H200"), H200 without one.
+
+    A side that completed no step in its window (colocate.py writes speed 0) ran at most
+    1 / (solo rate x window) of its solo speed (zero_step_bounds). Where that bound is under 1
+    the window is the strongest evidence of interference there is, and `starved="midpoint"`
+    reads it as half the bound (the middle of what the window allows); before, every such
+    window was dropped, so a model never learned that a workload starves, not even after
+    seeing it (data/h200j: a detection server completed no step beside any of its seven
+    partners under time-slicing). A bound of 1 or more says nothing: missing, as with
+    `starved="drop"`."""
+    if starved not in STARVED:
+        raise ValueError(f"starved must be one of {STARVED}, not {starved!r}")
     root = Path(root)
     gpu_model = gpu_model or _gpu_name(root)
     sp, pp = root / "solo.csv", root / "pairs.csv"
@@ -77,9 +93,45 @@ def load_h200_pairs(root: str | Path, gpu_model: str | None = None) -> pd.DataFr
                       f"solo window (workloads {', '.join(map(str, gone[:6]))}"
                       f"{', ...' if len(gone) > 6 else ''}): those sides carry no solo "
                       "features, which the sharing mechanism needs", stacklevel=2)
-    # a window that measured nothing (rate 0 -> speed NaN/0) is not a measurement
-    for c in ("a_speed", "b_speed"):
-        out.loc[~(out[c] > 0), c] = float("nan")
+    # a window that measured nothing (rate 0 -> speed NaN/0) is not a measurement, unless
+    # its bound says the side was slowed
+    bounds = zero_step_bounds(root, pairs, solo["rate"] if "rate" in solo else None) \
+        if starved == "midpoint" else {}
+    for side in ("a", "b"):
+        c = f"{side}_speed"
+        keys = zip(pairs["mode"], pairs[side], pairs["b" if side == "a" else "a"])
+        ub = np.array([bounds.get(k, np.nan) for k in keys], float)
+        zero = ~(out[c] > 0)
+        out[c] = np.where(zero, np.where(ub < 1.0, ub / 2.0, np.nan), out[c])
+    return out
+
+
+def zero_step_bounds(root: str | Path, pairs: pd.DataFrame | None = None,
+                     rate: pd.Series | None = None) -> dict[tuple[str, str, str], float]:
+    """(mode, self, partner) -> the most its speed can have been, for each side of a measured
+    pair that completed no step in its window (speed 0 in pairs.csv): under
+    1 / (solo rate x window), e.g. 0.33 for a job of one step a second in a 3 s window.
+    `pairs` and `rate` ((mode, workload) -> steps per second) are read from `root` when not
+    given; the window from env.json (`measure_s`, MEASURE_S without one)."""
+    root = Path(root)
+    if pairs is None:
+        pairs = pd.read_csv(root / "pairs.csv")
+    if rate is None:
+        solo = pd.read_csv(root / "solo.csv")
+        if "rate" not in solo:
+            return {}
+        rate = solo.set_index(["mode", "workload"])["rate"]
+    window = MEASURE_S
+    try:
+        window = float(json.loads((root / "env.json").read_text()).get("measure_s", MEASURE_S))
+    except (OSError, ValueError, TypeError, AttributeError):
+        pass  # no env.json: colocate.py's default window
+    out = {}
+    for r in pairs.itertuples(index=False):
+        for me, other, v in ((r.a, r.b, r.speed_a), (r.b, r.a, r.speed_b)):
+            solo_rate = rate.get((r.mode, me), np.nan)
+            if v == 0 and solo_rate > 0 and window > 0:
+                out[(r.mode, me, other)] = 1.0 / (solo_rate * window)
     return out
 
 
@@ -110,8 +162,6 @@ def _numbers(df: pd.DataFrame, cols: list[str], path: Path) -> pd.DataFrame:
 
 def _gpu_name(root: Path) -> str:
     """The GPU colocate.py recorded in env.json, without the vendor prefix; H200 when absent."""
-    import json
-
     try:
         name = json.loads((root / "env.json").read_text()).get("gpu")
     except (OSError, ValueError, AttributeError):

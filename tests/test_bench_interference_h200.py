@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
-from interference_h200 import bars, safety, scores, starved  # noqa: E402
+from features.h200 import zero_step_bounds  # noqa: E402
+from interference_h200 import bars, safety, scores  # noqa: E402
 
 
 def test_a_zero_step_window_is_bounded_by_the_solo_rate(tmp_path):
@@ -21,7 +22,7 @@ def test_a_zero_step_window_is_bounded_by_the_solo_rate(tmp_path):
     pd.DataFrame({"mode": "timeslice", "workload": ["slow", "fast", "gemm"],
                   "rate": [1.0, 0.2, 50.0]}).to_csv(tmp_path / "solo.csv", index=False)
     (tmp_path / "env.json").write_text(json.dumps({"measure_s": 3.0}))
-    got = starved(str(tmp_path))
+    got = zero_step_bounds(str(tmp_path))
     # one step a second, none in 3 s: under 1/3; the other's bound (1 / 0.6) says nothing
     assert got == {("timeslice", "slow", "gemm"): pytest.approx(1 / 3),
                    ("timeslice", "fast", "gemm"): pytest.approx(1 / 0.6)}
@@ -48,3 +49,55 @@ def test_a_set_without_safe_placements_does_not_claim_the_refused_safe_bar():
     line = next(x for x in text.splitlines() if x.startswith("| refused safe"))
     assert "n/a (no such placements)" in line and "yes" not in line
     assert "| admitted unsafe at min-speed 0.8 <= 5 % | 0.0 % | yes |" in text
+
+
+def _measurement(tmp_path, speeds, rates, env=None):
+    solo_cols = ["util_gpu", "util_mem", "power_w", "fb_used_mib", "gpm_sm_active",
+                 "gpm_sm_occupancy", "gpm_tensor_active", "gpm_dram_active"]
+    solo = pd.DataFrame({"mode": "timeslice", "workload": list(rates),
+                         "rate": list(rates.values()), "step_median_s": 0.1,
+                         **{c: 50.0 for c in solo_cols}})
+    solo.to_csv(tmp_path / "solo.csv", index=False)
+    pd.DataFrame({"mode": "timeslice", "a": [a for a, _ in speeds], "b": "gemm",
+                  "speed_a": [v for _, v in speeds], "speed_b": 0.5}).to_csv(
+        tmp_path / "pairs.csv", index=False)
+    if env is not None:
+        (tmp_path / "env.json").write_text(json.dumps(env))
+    return tmp_path
+
+
+def test_a_window_with_no_step_trains_at_half_what_it_allows(tmp_path):
+    from features.h200 import load_h200_pairs
+    d = _measurement(tmp_path, [("slow", 0.0), ("fast", 0.0), ("blank", np.nan), ("ok", 0.7)],
+                     {"slow": 1.0, "fast": 0.2, "blank": 1.0, "ok": 5.0, "gemm": 50.0},
+                     env={"measure_s": 4.0})
+    got = load_h200_pairs(d).set_index("a_workload")["a_speed"]
+    # one step a second, none in 4 s: under 0.25, read 0.125; 0.2 steps a second bounds
+    # nothing (1.25); a blank is not a zero; a measured speed is kept
+    assert got["slow"] == pytest.approx(0.125)
+    assert np.isnan(got["fast"]) and np.isnan(got["blank"]) and got["ok"] == pytest.approx(0.7)
+    dropped = load_h200_pairs(d, starved="drop").set_index("a_workload")["a_speed"]
+    assert np.isnan(dropped["slow"])
+
+
+def test_the_window_defaults_to_colocate_s_three_seconds(tmp_path):
+    from features.h200 import zero_step_bounds
+    d = _measurement(tmp_path, [("slow", 0.0)], {"slow": 1.0, "gemm": 50.0})
+    assert zero_step_bounds(d) == {("timeslice", "slow", "gemm"): pytest.approx(1 / 3)}
+
+
+def test_a_seen_pair_trains_and_is_not_scored():
+    from features.h200 import load_h200_pairs
+    from interference_h200 import lowo
+    pairs = load_h200_pairs(Path(__file__).resolve().parent.parent / "data" / "h200")
+    w, keys = "decode_gemv", ["sharing", "self", "partner"]
+    r0, r1 = lowo(pairs, [w], {}, seen=0), lowo(pairs, [w], {}, seen=1)
+    # seven pairs per mode, both directions: one pair per mode moves to training
+    assert len(r0) == 28 and len(r1) == 24
+    both = r0.merge(r1, on=keys, suffixes=("_0", "_1"))
+    assert len(both) == 24
+    gone = r0.merge(r1[keys], on=keys, how="left", indicator=True)
+    assert (gone["_merge"] == "left_only").groupby(gone["sharing"]).sum().to_dict() == \
+        {"mps": 2, "timeslice": 2}
+    # the workload is no longer unseen: what the model says of its other pairs moves
+    assert np.abs(both["model_0"] - both["model_1"]).max() > 1e-3

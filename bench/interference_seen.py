@@ -69,6 +69,7 @@ def main() -> None:
                     help="how training reads a window with no step (load_h200_pairs; drop: "
                          "as before 2026-11-28)")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--rows", default=None, help="also write every K's held-out rows to this CSV")
     a = ap.parse_args()
     try:
         ks = sorted({int(x) for x in a.seen.split(",")})
@@ -96,8 +97,11 @@ def main() -> None:
             folds = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
             runs[k] = lowo(pairs, folds, params, extra, zero_step_bounds(a.data), seen=k)
     # every K scored on the same rows: those no K put in training
-    keys = ["fold", "sharing", "self", "partner"]
+    # (a workload name may recur in several sets of the pool: the set is part of the key)
+    keys = ["fold", "sharing", "self", "partner"] + (["set"] if a.pool else [])
     common = runs[ks[-1]][keys].drop_duplicates()
+    if a.rows:
+        pd.concat([r.assign(seen=k) for k, r in runs.items()]).to_csv(a.rows, index=False)
     rows = [x for k in ks for x in summary(runs[k].merge(common, on=keys), k)]
     name = "pool" if a.pool else Path(a.data).name
     cmd = "nice .venv/bin/python bench/interference_seen.py " + " ".join(sys.argv[1:])

@@ -83,9 +83,8 @@ def main() -> None:
     try:
         pairs = None if a.pool else load_h200_pairs(a.data, starved=a.starved)
         extras = [] if a.pool else committed(a.data)
-        extra = pd.concat([load_h200_pairs(x, starved=a.starved) for x in extras],
-                          ignore_index=True) \
-            if extras else None
+        loaded = [load_h200_pairs(x, starved=a.starved) for x in extras]
+        extra = pd.concat(loaded, ignore_index=True) if loaded else None
     except READ_ERRORS as e:
         fail("interference_seen.py", a.data, e)
     params: dict = {}

@@ -101,3 +101,19 @@ def test_a_seen_pair_trains_and_is_not_scored():
         {"mps": 2, "timeslice": 2}
     # the workload is no longer unseen: what the model says of its other pairs moves
     assert np.abs(both["model_0"] - both["model_1"]).max() > 1e-3
+
+
+def test_the_repeat_gate_is_scored_against_the_other_run():
+    from interference_repeat import gate, label_table
+    y1 = np.array([0.5, 0.7, 0.9, 0.95, 0.82])
+    y2 = np.array([0.85, 0.7, 0.9, 0.6, 0.79])
+    r = pd.DataFrame({"y1": y1, "y2": y2, "admit": 0.0, "model": 1.0, "util_rule": 0.0})
+    # run 1: unsafe rows 0, 1 (run 2 admits row 0); safe rows 2, 3, 4 (run 2 refuses 3 and 4)
+    assert gate(y1, y2 >= 0.8) == (0.5, pytest.approx(2 / 3), 2, 3)
+    rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in label_table(r)}
+    assert "| 2 | 50.0 % | 3 | 66.7 % |" in rows[("the other run's measured speed", "run 1")]
+    # run 2: unsafe rows 1, 3, 4, all but row 1 admitted by run 1; safe 0 (refused), 2
+    assert "| 3 | 66.7 % | 2 | 50.0 % |" in rows[("the other run's measured speed", "run 2")]
+    assert ("the other run's measured speed", "mean of both") not in rows
+    # a gate that admits everything admits every unsafe placement, whatever the label
+    assert "| 100.0 % |" in rows[("model point (no margin)", "mean of both")]

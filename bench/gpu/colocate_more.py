@@ -16,7 +16,7 @@ memory util, power, SM clock, FB used) and GPM metrics (SM activity, occupancy, 
 DRAM bandwidth: the DCGM profiling fields) are recorded per window. A phased training job
 (train / eval / checkpoint / input stall) is recorded at 10 Hz with its true phase labels.
 
-usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h|i|j] [--triples N]
+usage: python3 colocate_more.py OUTDIR [--fake] [--measure S] [--no-mps] [--no-phases] [--set mixed|c|d|e|f|g|h|i|j|k] [--triples N]
 
 `--triples N` (not in the shared script): after the pairs of each mode, N triples of the set's
 workloads run at once (the same N, a seeded draw of the 56), written to `triples.csv` (`mode, a,
@@ -74,6 +74,11 @@ SETS = {
     # training, detection with host post-processing, unfused fp32 attention, batched QR
     "j": ["scan_ssm", "swin_infer", "resnet50_b16_train", "unique_counts", "bert_train",
           "ssd_detect", "attn_naive_fp32", "qr_batched"],
+    # prepared without a GPU (2026-11-28; bench/gpu/colocate_workloads_k.py): one decode with a
+    # host sync per token and the same decode from a CUDA graph, speculative verification,
+    # host-preprocessed serving, flash attention, embedding training, GPU augmentation, a VAE
+    "k": ["decode_sync_tok", "decode_graph_tok", "spec_verify", "preproc_serving",
+          "sdpa_causal_8k", "embbag_train", "gpu_augment", "vae_decode"],
 }
 WORKLOADS = SETS[sys.argv[sys.argv.index("--set") + 1] if "--set" in sys.argv else "b"]
 FAKE = "--fake" in sys.argv
@@ -88,10 +93,11 @@ TRIPLE_FIELDS = ["mode", "a", "b", "c", "speed_a", "speed_b", "speed_c", "rate_a
 from colocate_workloads import _gpt, build as _build  # noqa: E402  (the script's own folder)
 import colocate_workloads_gh as _gh  # noqa: E402
 import colocate_workloads_ij as _ij  # noqa: E402
+import colocate_workloads_k as _k  # noqa: E402
 
 
 def build(name: str):
-    for m in (_gh, _ij):
+    for m in (_gh, _ij, _k):
         if name in m.NAMES and not FAKE:
             return m.build(name)
     return _build(name, FAKE)

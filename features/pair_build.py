@@ -85,9 +85,10 @@ def pair_parts(samples: pd.DataFrame, *, gpu_sharing: dict[str, str] | None = No
                         "start": _as_ts(t[first], ts_dtype),
                         "end": _as_ts(t[last] + c.step, ts_dtype),
                         "n_steps": size[ep[first]]})
-    steady = _episode_rates(st, ep, keep, rate, c, min_steps)
+    steady = _episode_rates(st, ep, keep, rate, c, min_steps, _solo_stalls(rate, c))
     for side in ("a", "b"):
         eps[f"{side}_steady"] = steady[side].reindex(ep[first]).to_numpy()
+        eps[f"{side}_idle_s"] = steady[f"{side}_idle"].reindex(ep[first]).to_numpy()
     out["episodes"] = eps
     return out
 
@@ -122,7 +123,13 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
     for side, k in (("a", a), ("b", b)):
         base = ref.reindex(k).to_numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
-            cols[f"{side}_speed"] = np.clip(eps[f"{side}_steady"].to_numpy() / base, 1e-3, 2.0)
+            speed = eps[f"{side}_steady"].to_numpy() / base
+            # a side starved for idle_s seconds ran under 1 / (solo rate x idle_s) of its
+            # solo speed: read at half that bound where it says anything (< 1), as
+            # features.h200 reads colocate.py's windows with no step
+            bound = 1.0 / (base * eps[f"{side}_idle_s"].to_numpy())
+            speed = np.where(np.isnan(speed) & (bound < 1.0), bound / 2.0, speed)
+            cols[f"{side}_speed"] = np.clip(speed, 1e-3, 2.0)
         f = feats.reindex(k)
         for col in feats.columns:
             cols[f"{side}_{col}"] = f[col].to_numpy()
@@ -133,7 +140,8 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
             cols[f"{side}_step_s"] = np.where(base > 0, 1.0 / base, np.nan)
     if gpu_model:
         cols["gpu_model"] = gpu_model
-    return pd.DataFrame(cols), eps.drop(columns=["a_steady", "b_steady"])
+    return pd.DataFrame(cols), eps.drop(columns=["a_steady", "b_steady", "a_idle_s",
+                                                 "b_idle_s"])
 
 
 class _Codes:
@@ -313,24 +321,74 @@ def _fill_by_workload(df: pd.DataFrame, wl: pd.Series) -> pd.DataFrame:
     return out.fillna(by)
 
 
+def _rows_at(rid: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Positions in the sorted unique `rid` (key x steps + step) of `want`, and which hit."""
+    i = np.minimum(np.searchsorted(rid, want), max(len(rid) - 1, 0))
+    hit = (rid[i] == want) if len(rid) else np.zeros(len(want), dtype=bool)
+    return i, hit
+
+
+def _moved(rid: np.ndarray, rate: pd.DataFrame, key: np.ndarray, n_ts: int,
+           step: np.ndarray) -> np.ndarray:
+    """Whether pod `key`'s counter moved in the interval ending at `step`."""
+    inside = (step >= 0) & (step < n_ts)  # else the key next to it in `rid`
+    i, hit = _rows_at(rid, key * n_ts + step)
+    return inside & hit & (rate["rate"].to_numpy()[i] > 0) if len(rid) else hit
+
+
+def _solo_stalls(rate: pd.DataFrame, c: _Codes) -> np.ndarray:
+    """Per pod code, the longest stretch (s) its counter stood still while the pod was alone
+    (a checkpoint, an eval, a server without requests); inf for a pod never seen alone."""
+    k, st = rate["key"].to_numpy(), rate["step"].to_numpy()
+    alone = c.is_alone(st * c.K + k)
+    z = alone & (rate["rate"].to_numpy() == 0)
+    cont = np.r_[False, (k[1:] == k[:-1]) & (st[1:] == st[:-1] + 1)]
+    run = np.cumsum(~(z & cont))  # still rows that follow still rows share a run
+    secs = pd.Series(rate["dt"].to_numpy()[z]).groupby(run[z]).sum()
+    longest = secs.groupby(pd.Series(k[z]).groupby(run[z]).first()).max()
+    out = np.full(c.K, np.inf)
+    out[np.unique(k[alone])] = 0.0
+    out[longest.index.to_numpy(dtype=np.int64)] = longest.to_numpy()
+    return out
+
+
 def _episode_rates(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFrame,
-                   c: _Codes, min_steps: int) -> dict[str, pd.Series]:
+                   c: _Codes, min_steps: int, stalls: np.ndarray) -> dict[str, pd.Series]:
     """Per side, episode -> steady rate of the side's counter during the episode (episodes
-    with too few measured steps left out); finish_pairs divides it by the solo rate."""
+    with too few measured steps left out); finish_pairs divides it by the solo rate. Also
+    `<side>_idle`: episode -> seconds in which the side's counter did not move at all
+    although it moved in the interval before the episode and in the one after it, for longer
+    than it ever stood still alone (see finish_pairs: a starved side, as colocate.py's window
+    with no step; a checkpoint or a server out of requests stands still alone too)."""
     # the rate at an episode's first step covers the interval before the episode began
-    inner = keep & np.r_[False, ep[1:] == ep[:-1]]
+    start = np.r_[True, ep[1:] != ep[:-1]]
+    inner = keep & ~start
     rid = rate["key"].to_numpy() * len(c.ts_all) + rate["step"].to_numpy()  # sorted, unique
+    enough = max(2, min_steps // 2)
     out = {}
     for side in ("a", "b"):
         k = st[side][inner]
-        want = k * len(c.ts_all) + st["step"][inner]
-        i = np.minimum(np.searchsorted(rid, want), max(len(rid) - 1, 0))
-        hit = (rid[i] == want) if len(rid) else np.zeros(len(want), dtype=bool)
+        i, hit = _rows_at(rid, k * len(c.ts_all) + st["step"][inner])
         r = rate.iloc[i[hit]].reset_index(drop=True)
         e = ep[inner][hit]
         pos = r["rate"].to_numpy() > 0
-        r, e = r[pos], e[pos]
-        cnt = pd.Series(e).value_counts()
-        steady = _steady_rates(r, e)
-        out[side] = steady[(cnt.reindex(steady.index) >= max(2, min_steps // 2)).to_numpy()]
+        cnt = pd.Series(e[pos]).value_counts()
+        steady = _steady_rates(r[pos], e[pos])
+        out[side] = steady[(cnt.reindex(steady.index) >= enough).to_numpy()]
+        # measured steps, none with progress, bracketed by progress before and after
+        n = pd.Series(e).value_counts()
+        still = n.index[(n >= enough).to_numpy() & ~n.index.isin(cnt.index)].to_numpy()
+        begin = np.flatnonzero(start)
+        end = np.r_[begin[1:] - 1, len(ep) - 1] if len(begin) else begin
+        first, last = begin[keep[begin]], end[keep[begin]]
+        sel = np.isin(ep[first], still)
+        s0, s1 = st["step"][first[sel]], st["step"][last[sel]]
+        # the intervals ending at the episode's first sample and the one before it; the one
+        # after its last sample
+        moved = [_moved(rid, rate, st[side][first[sel]], len(c.ts_all), at)
+                 for at in (s0 - 1, s0, s1 + 1)]
+        idle = pd.Series(r["dt"].to_numpy(), index=e).groupby(level=0).sum()
+        idle = idle.reindex(ep[first[sel]][(moved[0] | moved[1]) & moved[2]])
+        pod = pd.Series(st[side][first], index=ep[first]).reindex(idle.index).to_numpy()
+        out[f"{side}_idle"] = idle[idle.to_numpy() > stalls[pod]]
     return out

@@ -15,12 +15,15 @@ GAVEL = Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "gave
 T0 = pd.Timestamp("2026-01-05T00:00:00Z")
 
 
-def _telemetry() -> tuple[pd.DataFrame, pd.DataFrame]:
+def _telemetry(p2_shared: float = 2.0, p2_after: float = 4.0, p2_still: range = range(0)
+               ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Node n1 with GPUs g0, g1; pods p1 (10 it/s solo) and p2 (4 it/s solo).
 
     steps 0-9 and 20-29: p1 alone on g0, p2 alone on g1 (a node co-location);
     steps 10-19: both on g0 (a shared GPU), p1 at 6 it/s (speed 0.6), p2 at 2 it/s (0.5);
     a notebook p3 (no progress counter) runs alone on g1 during steps 10-19.
+    `p2_shared` / `p2_after`: p2's rate on the shared GPU and in steps 20-29; p2's counter
+    stands still in the steps `p2_still` (a checkpoint).
     """
     rows = []
     it = {"p1": 0.0, "p2": 0.0}
@@ -28,7 +31,9 @@ def _telemetry() -> tuple[pd.DataFrame, pd.DataFrame]:
         ts = T0 + pd.Timedelta(seconds=30 * k)
         shared = 10 <= k < 20
         place = {"p1": "g0", "p2": "g0" if shared else "g1"}
-        rate = {"p1": 6.0 if shared else 10.0, "p2": 2.0 if shared else 4.0}
+        rate = {"p1": 6.0 if shared else 10.0,
+                "p2": 0.0 if k in p2_still else
+                p2_shared if shared else (p2_after if k >= 20 else 4.0)}
         sm = {"g0": 1.0 if shared else 0.8, "g1": 0.4}
         if shared:
             place["p3"] = "g1"
@@ -68,6 +73,28 @@ def test_build_pair_table_finds_episodes_speeds_and_fingerprints():
     assert len(eps) == len(pairs) and (eps["n_steps"] >= 4).all()
     # the table passes the contract (an unmeasured side is allowed)
     validate_pairs(pairs, require_targets=True)
+
+
+def test_a_side_starved_between_progress_reads_as_starved_not_missing():
+    """A counter that stops for the whole shared stretch, and moves right before and right
+    after it, is a starved pod (as colocate.py's window with no step): its speed is under
+    1 / (solo rate x the stretch), read at half of it (here under the 1e-3 floor)."""
+    samples, pods = _telemetry(p2_shared=0.0)
+    pairs, _ = build_pair_table(samples, pods, gpu_sharing={"n1": "timeslice"})
+    r = pairs[pairs["sharing"] == "timeslice"].iloc[0]
+    assert r["a_speed"] == pytest.approx(0.6, abs=0.03) and r["b_speed"] == pytest.approx(1e-3)
+    # a counter that stays still after the partner left too (a server out of requests) says
+    # nothing about the co-location: missing, as before
+    samples, pods = _telemetry(p2_shared=0.0, p2_after=0.0)
+    pairs, _ = build_pair_table(samples, pods, gpu_sharing={"n1": "timeslice"})
+    r = pairs[pairs["sharing"] == "timeslice"].iloc[0]
+    assert r["a_speed"] == pytest.approx(0.6, abs=0.03) and np.isnan(r["b_speed"])
+    # nor does a stop no longer than one the pod makes alone (a 270 s checkpoint after it)
+    for still, starved in ((range(21, 29), True), (range(21, 30), False)):
+        samples, pods = _telemetry(p2_shared=0.0, p2_still=still)
+        pairs, _ = build_pair_table(samples, pods, gpu_sharing={"n1": "timeslice"})
+        b = pairs[pairs["sharing"] == "timeslice"].iloc[0]["b_speed"]
+        assert (b == pytest.approx(1e-3)) if starved else np.isnan(b)
 
 
 def test_match_truth_weights_by_overlap():

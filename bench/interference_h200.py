@@ -7,7 +7,7 @@ Parts: the two workloads drawn before any tuning (seeded: decode_gemv, resnet50_
 final part, scored once; `dev` scores the other six among themselves (their pairs only), `final`
 the final workloads' folds with every other pair as training, `all` every workload's fold (what
 to run on another measurement: nothing is tuned there), `pool` every fold of every dev set
-(the shared one and data/h200b, h200m, h200c, h200d, h200e, h200f, h200g), the others in
+(the shared one and data/h200b, h200m, h200c ... h200i, h200k), the others in
 training. `data/h200j` is set aside: no fold of a committed set trains on it (it is scored
 with `--data data/h200j --part all`, once after the choices); a measurement that is none of the
 committed sets (another lab's run of colocate.py) is scored with every committed set in training.
@@ -45,7 +45,8 @@ from interference_h200_notes import NOTES  # noqa: E402
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
 # sets in no fold's training unless scored themselves. h200j (measured 2026-11-27 with h200i,
 # both scored once with the model as it stood: interference_h200_i.md / _j.md) is set aside for
-# the choices made after it; h200h (set aside until then) and h200i are dev sets now
+# the choices made after it; h200h (set aside until then), h200i and h200k (measured
+# 2026-11-28, scored once first: interference_h200_k.md) are dev sets now
 SET_ASIDE = ("h200j",)
 SAFE, MIN_SPEED = 0.85, 0.8
 
@@ -181,9 +182,11 @@ def pool(shared: str, params: dict, no_step: bool, seen: int = 0
 
 def repeats(sets: list[str]) -> str:
     """How far one 3 s window is from another of the same pair (data/h200m repeats pairs of
-    the other sets): the noise floor under any margin."""
+    the other sets; a set's `repeat/` is the whole set run again): the noise floor under any
+    margin."""
     ys = []
-    for x in sets:
+    again = [str(Path(x) / "repeat") for x in sets if (Path(x) / "repeat" / "pairs.csv").is_file()]
+    for x in sets + again:
         d = directed(load_h200_pairs(x))
         ys.append(d.set_index(["sharing", "self_workload", "partner_workload"])["y"]
                   .rename(Path(x).name))
@@ -195,7 +198,8 @@ def repeats(sets: list[str]) -> str:
     dif = pd.concat(diffs) if diffs else pd.Series(dtype=float)
     if dif.empty:
         return ""
-    return (f"Directed speeds measured twice (the same pair and mode in two sets): {len(dif)}; "
+    return (f"Directed speeds measured twice (the same pair and mode in two sets, or a set run "
+            f"twice): {len(dif)}; "
             f"|difference| median {dif.median():.3f}, mean {dif.mean():.3f}, p90 "
             f"{dif.quantile(0.9):.3f}, max {dif.max():.3f}.")
 

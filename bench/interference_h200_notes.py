@@ -13,7 +13,7 @@ NOTES = [
     "or with its speed as a feature, "
     "or not at all, whichever errs least on the workloads held out inside the training folds.",
     "- Training data of a fold: the scored set's pairs without the held-out workload, plus the "
-    "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c ... h200i, "
+    "other committed measurements (data/h200, data/h200b, data/h200m, data/h200c ... h200i, h200k, "
     "less the one scored and less every pair of a workload of the held-out name). "
     "`data/h200j` (measured 2026-11-27 with h200i; both first scored once with the model as "
     "it stood, interference_h200_i.md / _j.md) is set aside: scored once after the choices, "

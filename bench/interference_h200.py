@@ -41,6 +41,7 @@ from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 from interference_h200_notes import NOTES  # noqa: E402
+from interference_noise import repeats  # noqa: E402
 
 FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(sorted 8, 2)
 # sets in no fold's training unless scored themselves. h200j (measured 2026-11-27 with h200i,
@@ -178,30 +179,6 @@ def pool(shared: str, params: dict, no_step: bool, seen: int = 0
         out.append(lowo(pairs, names, params, extra, zero_step_bounds(x), seen)
                    .assign(set=Path(x).name))
     return pd.concat(out, ignore_index=True), sets
-
-
-def repeats(sets: list[str]) -> str:
-    """How far one 3 s window is from another of the same pair (data/h200m repeats pairs of
-    the other sets; a set's `repeat/` is the whole set run again): the noise floor under any
-    margin."""
-    ys = []
-    again = [str(Path(x) / "repeat") for x in sets if (Path(x) / "repeat" / "pairs.csv").is_file()]
-    for x in sets + again:
-        d = directed(load_h200_pairs(x))
-        ys.append(d.set_index(["sharing", "self_workload", "partner_workload"])["y"]
-                  .rename(Path(x).name))
-    diffs = []
-    for i, a in enumerate(ys):
-        for b in ys[i + 1:]:
-            j = pd.concat([a, b], axis=1, join="inner").dropna()
-            diffs.append((j.iloc[:, 0] - j.iloc[:, 1]).abs())
-    dif = pd.concat(diffs) if diffs else pd.Series(dtype=float)
-    if dif.empty:
-        return ""
-    return (f"Directed speeds measured twice (the same pair and mode in two sets, or a set run "
-            f"twice): {len(dif)}; "
-            f"|difference| median {dif.median():.3f}, mean {dif.mean():.3f}, p90 "
-            f"{dif.quantile(0.9):.3f}, max {dif.max():.3f}.")
 
 
 # |difference| of directed speeds measured twice (`--part pool`'s repeats line, 2026-11-26):

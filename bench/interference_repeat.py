@@ -28,18 +28,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
-from forecaster.interference.features import directed  # noqa: E402
 from interference_h200 import MIN_SPEED, committed, fmt, lowo  # noqa: E402
+from interference_noise import KEY, directed_speeds  # noqa: E402
 
-KEY = ["sharing", "self", "partner"]
 PARAMS = {"mechanism": True, "mps_form": "conserve", "ts_form": "conserve", "margin": "scaled"}
-
-
-def speeds(root: str) -> pd.Series:
-    """Directed measured speed per (sharing, self, partner) of one colocate.py directory."""
-    d = directed(load_h200_pairs(root, starved="drop"))
-    d = d.rename(columns={"self_workload": "self", "partner_workload": "partner"})
-    return d.set_index(KEY)["y"]
 
 
 def gate(y: np.ndarray, admit: np.ndarray) -> tuple[float, float, int, int]:
@@ -101,7 +93,7 @@ def main() -> None:
         pairs = load_h200_pairs(a.data)
         extras = committed(a.data)
         extra = pd.concat([load_h200_pairs(x) for x in extras], ignore_index=True)
-        y1, y2 = speeds(a.data), speeds(rep)
+        y1, y2 = directed_speeds(a.data), directed_speeds(rep)
         solo1, solo2 = (pd.read_csv(Path(x) / "solo.csv") for x in (a.data, rep))
     except READ_ERRORS as e:  # a measurement directory that is missing or incomplete
         fail("interference_repeat.py", a.data, e)

@@ -149,7 +149,6 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for mode, g in [("both", r)] + list(r.groupby("sharing")):
         y = g["y"].to_numpy()
-        unsafe = y < MIN_SPEED
         admits = {"model (admission bound)": g["admit"].to_numpy() >= MIN_SPEED,
                   "model (p10)": g["p10"].to_numpy() >= MIN_SPEED,
                   # the point alone: how far the information goes without any margin
@@ -157,11 +156,18 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
                   "util_rule": g["util_rule"].to_numpy() >= MIN_SPEED,
                   "memaware": np.ones(len(g), bool)}
         for name, adm in admits.items():
-            rows.append({"mode": mode, "policy": name, "unsafe": int(unsafe.sum()),
-                         "safe": int((~unsafe).sum()),
-                         "admitted_unsafe": float(np.mean(adm[unsafe])) if unsafe.any() else np.nan,
-                         "refused_safe": float(np.mean(~adm[~unsafe])) if (~unsafe).any() else np.nan})
+            au, rs, nu, ns = gate(y, adm)
+            rows.append({"mode": mode, "policy": name, "unsafe": nu, "safe": ns,
+                         "admitted_unsafe": au, "refused_safe": rs})
     return pd.DataFrame(rows)
+
+
+def gate(y: np.ndarray, admit: np.ndarray) -> tuple[float, float, int, int]:
+    """(admitted unsafe, refused safe, unsafe count, safe count) at MIN_SPEED."""
+    unsafe = y < MIN_SPEED
+    au = float(np.mean(admit[unsafe])) if unsafe.any() else np.nan
+    rs = float(np.mean(~admit[~unsafe])) if (~unsafe).any() else np.nan
+    return au, rs, int(unsafe.sum()), int((~unsafe).sum())
 
 
 def pool(shared: str, params: dict, no_step: bool, seen: int = 0

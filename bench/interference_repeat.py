@@ -28,18 +28,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
-from interference_h200 import MIN_SPEED, committed, fmt, lowo  # noqa: E402
+from interference_h200 import MIN_SPEED, committed, fmt, gate, lowo  # noqa: E402
 from interference_noise import KEY, directed_speeds  # noqa: E402
 
 PARAMS = {"mechanism": True, "mps_form": "conserve", "ts_form": "conserve", "margin": "scaled"}
-
-
-def gate(y: np.ndarray, admit: np.ndarray) -> tuple[float, float, int, int]:
-    """(admitted unsafe, refused safe, unsafe count, safe count) at MIN_SPEED."""
-    unsafe = y < MIN_SPEED
-    au = float(np.mean(admit[unsafe])) if unsafe.any() else np.nan
-    rs = float(np.mean(~admit[~unsafe])) if (~unsafe).any() else np.nan
-    return au, rs, int(unsafe.sum()), int((~unsafe).sum())
 
 
 def label_table(r: pd.DataFrame) -> list[str]:
@@ -68,13 +60,10 @@ def workload_table(r: pd.DataFrame, solo1: pd.DataFrame, solo2: pd.DataFrame) ->
     lines = ["| workload | directed speeds | median / p90 |run 1 - run 2| "
              "| solo rate time-slicing, run 1 / run 2 | solo rate MPS, run 1 / run 2 |",
              "|---|---|---|---|---|"]
-    rate = {}
-    for i, s in ((1, solo1), (2, solo2)):
-        for _, x in s.iterrows():
-            rate[(i, x["mode"], x["workload"])] = x["rate"]
+    rate = [s.set_index(["mode", "workload"])["rate"] for s in (solo1, solo2)]
     for w, g in d.groupby("self"):
         dif = (g["y1"] - g["y2"]).abs()
-        cells = [f"{rate.get((1, m, w), np.nan):.1f} / {rate.get((2, m, w), np.nan):.1f}"
+        cells = [" / ".join(f"{r.get((m, w), np.nan):.1f}" for r in rate)
                  for m in ("timeslice", "mps")]
         lines.append(f"| {w} | {len(g)} | {dif.median():.3f} / {dif.quantile(0.9):.3f} | "
                      f"{cells[0]} | {cells[1]} |")

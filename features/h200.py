@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from features.pair_build import starved_speed
 from ground.errors import ForesightError
 
 #: colocate.py's telemetry column -> the pair table's solo feature.
@@ -102,7 +103,7 @@ def load_h200_pairs(root: str | Path, gpu_model: str | None = None,
         keys = zip(pairs["mode"], pairs[side], pairs["b" if side == "a" else "a"])
         ub = np.array([bounds.get(k, np.nan) for k in keys], float)
         zero = ~(out[c] > 0)
-        out[c] = np.where(zero, np.where(ub < 1.0, ub / 2.0, np.nan), out[c])
+        out[c] = np.where(zero, starved_speed(ub), out[c])
     return out
 
 

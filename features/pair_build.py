@@ -124,12 +124,10 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
         base = ref.reindex(k).to_numpy()
         with np.errstate(invalid="ignore", divide="ignore"):
             speed = eps[f"{side}_steady"].to_numpy() / base
-            # a side starved for idle_s seconds ran under 1 / (solo rate x idle_s) of its
-            # solo speed: read at half that bound where it says anything (< 1), as
-            # features.h200 reads colocate.py's windows with no step
-            bound = 1.0 / (base * eps[f"{side}_idle_s"].to_numpy())
-            speed = np.where(np.isnan(speed) & (bound < 1.0), bound / 2.0, speed)
-            cols[f"{side}_speed"] = np.clip(speed, 1e-3, 2.0)
+            # a side starved for idle_s seconds, as features.h200 reads colocate.py's windows
+            # with no step
+            starved = starved_speed(1.0 / (base * eps[f"{side}_idle_s"].to_numpy()))
+            cols[f"{side}_speed"] = np.clip(np.where(np.isnan(speed), starved, speed), 1e-3, 2.0)
         f = feats.reindex(k)
         for col in feats.columns:
             cols[f"{side}_{col}"] = f[col].to_numpy()
@@ -321,6 +319,14 @@ def _fill_by_workload(df: pd.DataFrame, wl: pd.Series) -> pd.DataFrame:
     return out.fillna(by)
 
 
+def starved_speed(bound: np.ndarray) -> np.ndarray:
+    """The speed read for a side that made no progress where its solo rate says it would have:
+    under `bound` = 1 / (solo rate x seconds), read at half of it, the middle of what it
+    allows; NaN where the bound is 1 or more (it says nothing)."""
+    bound = np.asarray(bound, dtype=float)
+    return np.where(bound < 1.0, bound / 2.0, np.nan)
+
+
 def _rows_at(rid: np.ndarray, want: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Positions in the sorted unique `rid` (key x steps + step) of `want`, and which hit."""
     i = np.minimum(np.searchsorted(rid, want), max(len(rid) - 1, 0))
@@ -365,6 +371,9 @@ def _episode_rates(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFram
     inner = keep & ~start
     rid = rate["key"].to_numpy() * len(c.ts_all) + rate["step"].to_numpy()  # sorted, unique
     enough = max(2, min_steps // 2)
+    begin = np.flatnonzero(start)
+    end = np.r_[begin[1:] - 1, len(ep) - 1] if len(begin) else begin
+    first, last = begin[keep[begin]], end[keep[begin]]
     out = {}
     for side in ("a", "b"):
         k = st[side][inner]
@@ -378,9 +387,6 @@ def _episode_rates(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFram
         # measured steps, none with progress, bracketed by progress before and after
         n = pd.Series(e).value_counts()
         still = n.index[(n >= enough).to_numpy() & ~n.index.isin(cnt.index)].to_numpy()
-        begin = np.flatnonzero(start)
-        end = np.r_[begin[1:] - 1, len(ep) - 1] if len(begin) else begin
-        first, last = begin[keep[begin]], end[keep[begin]]
         sel = np.isin(ep[first], still)
         s0, s1 = st["step"][first[sel]], st["step"][last[sel]]
         # the intervals ending at the episode's first sample and the one before it; the one

@@ -11,6 +11,18 @@ def cuda_env():
     return torch, torch.device("cuda"), torch.cuda.synchronize
 
 
+def cuda_graph(torch, fn):
+    """`fn` captured in a CUDA graph (after three warm-up calls on a side stream, as capture
+    needs): replay() runs its kernels without launching them one by one."""
+    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3): fn()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g): fn()
+    return g
+
+
 def build(name: str, fake: bool = False):
     """(step, sync) of one workload: `step` runs one iteration of it on the GPU."""
     if fake:

@@ -14,7 +14,7 @@ NAMES = {"mobilenet_infer", "gemm_fp32_simt", "bursty_serving", "cuda_graph_mlp"
 
 def build(name: str):
     """(step, sync) of one workload of sets g / h."""
-    from colocate_workloads import _cnn_infer, cuda_env
+    from colocate_workloads import _cnn_infer, cuda_env, cuda_graph
     torch, dev, sync = cuda_env()
     if name == "mobilenet_infer":  # depthwise convolutions: low arithmetic intensity serving
         step = _cnn_infer(torch, dev, "mobilenet_v3_large", 128)
@@ -38,12 +38,7 @@ def build(name: str):
             x = x0
             for w in ws: x = torch.relu(x @ w)
             return x
-        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3): fwd()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g): fwd()
+        g = cuda_graph(torch, fwd)
         def step():
             for _ in range(16): g.replay()
     elif name == "sync_heavy":  # a host round trip after every small kernel

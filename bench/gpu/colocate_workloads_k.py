@@ -46,7 +46,7 @@ def _decoder(torch, dev):
 
 def build(name: str):
     """(step, sync) of one workload of set k."""
-    from colocate_workloads import cuda_env
+    from colocate_workloads import cuda_env, cuda_graph
     torch, dev, sync = cuda_env()
     nn, F = torch.nn, torch.nn.functional
     if name == "decode_sync_tok":  # the host reads each token back (EOS check)
@@ -64,13 +64,7 @@ def build(name: str):
             tok = tok0
             for _ in range(TOKENS): tok = token(tok)
             tok0.copy_(tok)
-        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s):
-            for _ in range(3): body()
-        torch.cuda.current_stream().wait_stream(s)
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g): body()
-        step = g.replay
+        step = cuda_graph(torch, body).replay
     elif name == "spec_verify":  # 8 sequences x (8 drafts + 1) through 4 layers, host accepts
         layer = nn.TransformerEncoderLayer(2048, 16, 8192, batch_first=True, norm_first=True)
         m = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
+from forecaster.interference.evaluate import admit_at, gate  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 from interference_h200_notes import NOTES  # noqa: E402
@@ -110,21 +111,6 @@ def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
     return res[res["y"].notna()].reset_index(drop=True)
 
 
-def admit_at(model: InterferenceModel, pred: pd.DataFrame, sharing: np.ndarray,
-             floor: float) -> np.ndarray:
-    """The admission bound of both directions (a then b) at `floor`, as the extender holds a
-    pod's minimum speed: per sharing mode."""
-    out = []
-    for side in "ab":
-        v = {c: pred[f"{side}_speed_{c}"].to_numpy() for c in ("pred", "unit", "p10")}
-        low = v["p10"].copy()
-        for mode in np.unique(sharing):
-            i = sharing == mode
-            low[i] = model.admit_bound(str(mode), v["pred"][i], v["unit"][i], v["p10"][i], floor)
-        out.append(low)
-    return np.concatenate(out)
-
-
 def scores(r: pd.DataFrame) -> dict:
     """MAE and the p10's rates over the rows whose speed was measured (not zero-step windows,
     whose speed is only bounded)."""
@@ -156,18 +142,10 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
                   "util_rule": g["util_rule"].to_numpy() >= MIN_SPEED,
                   "memaware": np.ones(len(g), bool)}
         for name, adm in admits.items():
-            au, rs, nu, ns = gate(y, adm)
+            au, rs, nu, ns = gate(y, adm, MIN_SPEED)
             rows.append({"mode": mode, "policy": name, "unsafe": nu, "safe": ns,
                          "admitted_unsafe": au, "refused_safe": rs})
     return pd.DataFrame(rows)
-
-
-def gate(y: np.ndarray, admit: np.ndarray) -> tuple[float, float, int, int]:
-    """(admitted unsafe, refused safe, unsafe count, safe count) at MIN_SPEED."""
-    unsafe = y < MIN_SPEED
-    au = float(np.mean(admit[unsafe])) if unsafe.any() else np.nan
-    rs = float(np.mean(~admit[~unsafe])) if (~unsafe).any() else np.nan
-    return au, rs, int(unsafe.sum()), int((~unsafe).sum())
 
 
 def pool(shared: str, params: dict, no_step: bool, seen: int = 0

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
-from interference_h200 import MIN_SPEED, committed, fmt, gate, lowo  # noqa: E402
+from forecaster.interference.evaluate import gate  # noqa: E402
+from interference_h200 import MIN_SPEED, committed, fmt, lowo  # noqa: E402
 from interference_noise import KEY, directed_speeds  # noqa: E402
 
 PARAMS = {"mechanism": True, "mps_form": "conserve", "ts_form": "conserve", "margin": "scaled"}
@@ -49,7 +50,7 @@ def label_table(r: pd.DataFrame) -> list[str]:
         for lab, y in labels.items():
             if name == other and lab == "mean of both":
                 continue
-            au, rs, nu, ns = gate(y.to_numpy(), (speed(lab) >= MIN_SPEED).to_numpy())
+            au, rs, nu, ns = gate(y.to_numpy(), (speed(lab) >= MIN_SPEED).to_numpy(), MIN_SPEED)
             lines.append(f"| {name} | {lab} | {nu} | {fmt(au, True)} | {ns} | {fmt(rs, True)} |")
     return lines
 

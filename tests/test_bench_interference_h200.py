@@ -109,7 +109,7 @@ def test_the_repeat_gate_is_scored_against_the_other_run():
     y2 = np.array([0.85, 0.7, 0.9, 0.6, 0.79])
     r = pd.DataFrame({"y1": y1, "y2": y2, "admit": 0.0, "model": 1.0, "util_rule": 0.0})
     # run 1: unsafe rows 0, 1 (run 2 admits row 0); safe rows 2, 3, 4 (run 2 refuses 3 and 4)
-    assert gate(y1, y2 >= 0.8) == (0.5, pytest.approx(2 / 3), 2, 3)
+    assert gate(y1, y2 >= 0.8, 0.8) == (0.5, pytest.approx(2 / 3), 2, 3)
     rows = {tuple(c.strip() for c in line.split("|")[1:3]): line for line in label_table(r)}
     assert "| 2 | 50.0 % | 3 | 66.7 % |" in rows[("the other run's measured speed", "run 1")]
     # run 2: unsafe rows 1, 3, 4, all but row 1 admitted by run 1; safe 0 (refused), 2

@@ -9,6 +9,11 @@ baselines are fit on the rest, and both directions of each held-out pair are sco
   100%" rule as a speed; needs `gpu_util` (or `sm_active`) on both sides, otherwise n/a;
 - `util_linreg`: linear regression of speed on summed utilization; without utilization it
   degrades to an intercept, i.e. the training mean.
+
+`extra` pairs (other measurements: a library of measured workloads) join every fold's training
+and are never scored; their pairs of the held-out workload's name are left out. With a
+`min_speed`, each row also carries the co-location gate's decision (`model_admit`: the
+admission bound a pod's foresight.io/min-speed is held to), which `safety` scores.
 """
 from __future__ import annotations
 
@@ -59,13 +64,17 @@ def baselines(train: pd.DataFrame, test: pd.DataFrame) -> dict[str, np.ndarray]:
 
 def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
                      workloads: list[str] | None = None,
-                     truth: pd.DataFrame | None = None) -> pd.DataFrame:
+                     truth: pd.DataFrame | None = None, extra: pd.DataFrame | None = None,
+                     min_speed: float | None = None) -> pd.DataFrame:
     """Held-out predictions of every method, one row per (fold, pair, direction).
 
     `truth` (optional, aligned with `pairs`: a_speed_true, b_speed_true) adds a `y_true`
-    column, e.g. a simulator's true speeds when `pairs` carries estimated ones.
+    column, e.g. a simulator's true speeds when `pairs` carries estimated ones. `extra` joins
+    every fold's training (less the held-out workload's pairs); `min_speed` adds `model_admit`.
     """
     pairs = validate_pairs(pairs, require_targets=True)
+    if extra is not None:
+        extra = validate_pairs(extra, require_targets=True)
     if truth is not None:
         truth = truth.reset_index(drop=True)
     wl = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
@@ -73,10 +82,13 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
     for w in workloads or wl:
         test_mask = (pairs["a_workload"] == w) | (pairs["b_workload"] == w)
         train, test = pairs[~test_mask].reset_index(drop=True), pairs[test_mask].reset_index(drop=True)
+        if extra is not None:
+            other = extra[(extra["a_workload"] != w) & (extra["b_workload"] != w)]
+            train = pd.concat([train, other], ignore_index=True)
         if test.empty or len(train) < 20:
             continue
         m = InterferenceModel(**(model_params or {})).fit(train)
-        pred = m.predict(test)
+        pred = m.predict(test, admit=min_speed is not None)
         dte = directed(test)
         frame = pd.DataFrame({
             "fold": w, "sharing": dte["sharing"] if "sharing" in dte else "",
@@ -85,6 +97,10 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
             "model": np.concatenate([pred["a_speed_pred"], pred["b_speed_pred"]]),
             "model_p10": np.concatenate([pred["a_speed_p10"], pred["b_speed_p10"]]),
         })
+        if min_speed is not None:
+            frame["model_admit"] = admit_at(m, pred, test["sharing"].to_numpy(dtype=object)
+                                            if "sharing" in test else np.full(len(test), ""),
+                                            min_speed)
         if truth is not None:
             t = truth[test_mask.to_numpy()]
             frame["y_true"] = np.concatenate([t["a_speed_true"], t["b_speed_true"]])
@@ -95,6 +111,64 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
         raise ValueError("no fold could be evaluated")
     res = pd.concat(rows, ignore_index=True)
     return res[res["y"].notna()].reset_index(drop=True)  # unmeasured sides are not scored
+
+
+def admit_at(model: InterferenceModel, pred: pd.DataFrame, sharing: np.ndarray,
+             floor: float) -> np.ndarray:
+    """The admission bound of both directions (a then b) at `floor`, as the extender holds a
+    pod's minimum speed: per sharing mode. `pred` from `model.predict(..., admit=True)`."""
+    out = []
+    for side in "ab":
+        v = {c: pred[f"{side}_speed_{c}"].to_numpy() for c in ("pred", "unit", "p10")}
+        low = v["p10"].copy()
+        for mode in np.unique(sharing):
+            i = sharing == mode
+            low[i] = model.admit_bound(str(mode), v["pred"][i], v["unit"][i], v["p10"][i], floor)
+        out.append(low)
+    return np.concatenate(out)
+
+
+def gate(y: np.ndarray, admit: np.ndarray, floor: float) -> tuple[float, float, int, int]:
+    """(admitted unsafe, refused safe, unsafe count, safe count) of a gate's decisions `admit`
+    against measured speeds `y`: a placement is unsafe when its speed is under `floor`."""
+    unsafe = y < floor
+    au = float(np.mean(admit[unsafe])) if unsafe.any() else np.nan
+    rs = float(np.mean(~admit[~unsafe])) if (~unsafe).any() else np.nan
+    return au, rs, int(unsafe.sum()), int((~unsafe).sum())
+
+
+def safety(preds: pd.DataFrame, min_speed: float) -> pd.DataFrame:
+    """Admitted-unsafe and refused-safe at `min_speed` per sharing mode (and all rows), for the
+    gate (`model_admit`), the p10, the summed-util rule and a memory-only policy that admits
+    every placement that fits (memaware: it never refuses on speed)."""
+    preds = preds[preds["y"].notna()]
+    groups = [("all", preds)]
+    if "sharing" in preds and preds["sharing"].nunique() > 1:
+        groups += [(str(k), g) for k, g in preds.groupby("sharing")]
+    rows = []
+    for mode, g in groups:
+        y = g["y"].to_numpy()
+        admits = {"model (admission bound)": g["model_admit"].to_numpy() >= min_speed,
+                  "model (p10)": g["model_p10"].to_numpy() >= min_speed,
+                  "util_rule": g["util_rule"].to_numpy() >= min_speed,
+                  "memaware": np.ones(len(g), bool)}
+        for name, adm in admits.items():
+            if name == "util_rule" and g["util_rule"].isna().all():
+                continue
+            au, rs, nu, ns = gate(y, adm, min_speed)
+            rows.append({"mode": mode, "policy": name, "unsafe": nu, "safe": ns,
+                         "admitted_unsafe": au, "refused_safe": rs})
+    return pd.DataFrame(rows)
+
+
+def safety_markdown(gate_rows: pd.DataFrame) -> str:
+    """`safety`'s rows as a Markdown table."""
+    fmt = lambda v: "n/a" if pd.isna(v) else f"{100 * v:.1f}%"  # noqa: E731
+    lines = ["| mode | policy | unsafe | admitted unsafe | safe | refused safe |",
+             "|---|---|---|---|---|---|"]
+    lines += [f"| {r.mode} | {r.policy} | {r.unsafe} | {fmt(r.admitted_unsafe)} | {r.safe} | "
+              f"{fmt(r.refused_safe)} |" for r in gate_rows.itertuples()]
+    return "\n".join(lines)
 
 
 def score(preds: pd.DataFrame, target: str = "y") -> pd.DataFrame:

@@ -119,24 +119,42 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
 def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table with targets "
                                           "(or a colocate.py output directory)." + _MANY),
              out: Path = typer.Option(..., "--out", help="Directory for table and plot."),
+             extra: list[Path] = typer.Option([], "--extra", help="Other measurements (pair "
+                                              "tables or colocate.py directories, e.g. the "
+                                              "committed data/h200*) that join every fold's "
+                                              "training and are not scored; their pairs of the "
+                                              "held-out workload's name are left out. "
+                                              "Repeatable."),
+             min_speed: float = typer.Option(0.8, "--min-speed", help="The pending pod's "
+                                             "declared minimum speed (foresight.io/min-speed) "
+                                             "the co-location table scores the gate at."),
              seed: int = typer.Option(0, min=0, help="Random seed."),
              n_estimators: int = typer.Option(300, help="Boosting rounds per model.")) -> None:
-    """Leave-one-workload-out evaluation of the model against the baselines."""
-    from forecaster.interference.evaluate import lowo_predictions, markdown_table, score
+    """Leave-one-workload-out evaluation of the model against the baselines, and of the
+    co-location gate at a minimum speed."""
+    from forecaster.interference.evaluate import (lowo_predictions, markdown_table, safety,
+                                                  safety_markdown, score)
 
     if n_estimators < 1:
         raise ForesightError(f"--n-estimators {n_estimators}: must be at least 1")
+    if not 0.0 < min_speed <= 1.0:
+        raise ForesightError(f"--min-speed {min_speed}: must be in (0, 1]")
     check_output(out, "--out", directory=True)
     table = _read(pairs, require_targets=True)[1]
     if "a_workload" not in table or "b_workload" not in table:
         raise ForesightError("evaluate needs a_workload and b_workload to hold workloads out")
     if len(set(table["a_workload"]) | set(table["b_workload"])) < 3:
         raise ForesightError("evaluate needs at least 3 distinct workloads")
+    library = _read(list(extra), require_targets=True)[1] if extra else None
+    if library is not None and not {"a_workload", "b_workload"} <= set(library):
+        raise ForesightError("--extra needs a_workload and b_workload (to leave the held-out "
+                             "workload's pairs out)")
     try:
-        preds = lowo_predictions(table, {"seed": seed, "n_estimators": n_estimators})
+        preds = lowo_predictions(table, {"seed": seed, "n_estimators": n_estimators},
+                                 extra=library, min_speed=min_speed)
     except ValueError as exc:
         raise ForesightError(str(exc)) from None
-    scores = score(preds)
+    scores, gate = score(preds), safety(preds, min_speed)
     out.mkdir(parents=True, exist_ok=True)
     notes = {}
     if scores.loc[scores.method == "util_rule", "mae"].isna().all():
@@ -144,18 +162,29 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
                  "util_linreg": "no utilization: intercept only (= training mean)"}
     md = markdown_table(scores, notes)
     sources = ", ".join(map(str, pairs))
+    trained = f"; also in every fold's training: {', '.join(map(str, extra))}" if extra else ""
     (out / "interference_eval.md").write_text(
-        f"# Interference, leave one workload out\n\npairs: {sources}\n\n{md}\n")
+        f"# Interference, leave one workload out\n\npairs: {sources}{trained}\n\n{md}\n\n"
+        f"## Co-location at foresight.io/min-speed {min_speed:g}\n\n"
+        f"{safety_markdown(gate)}\n")
     preds.to_csv(out / "interference_lowo_predictions.csv", index=False)
     plot_pred_vs_true(preds, out / "interference_pred_vs_true.png")
-    t = Table(title="leave-one-workload-out")
+    f = lambda v, pct=False: "n/a" if pd.isna(v) else (f"{100 * v:.1f}%" if pct else f"{v:.4f}")  # noqa: E731
+    t = Table(title="leave-one-workload-out" + (f" ({len(extra)} more in training)"
+                                                if extra else ""))
     for c in ("method", "MAE", "Spearman", "false-safe", "p10 coverage"):
         t.add_column(c)
-    f = lambda v, pct=False: "n/a" if pd.isna(v) else (f"{100 * v:.1f}%" if pct else f"{v:.4f}")  # noqa: E731
     for r in scores.itertuples():
         t.add_row(r.method, f(r.mae), f(r.spearman), f(r.false_safe, True),
                   f(r.p10_coverage, True))
     console.print(t)
+    g = Table(title=f"co-location at min-speed {min_speed:g}: unsafe = measured below it")
+    for c in ("mode", "policy", "unsafe", "admitted unsafe", "safe", "refused safe"):
+        g.add_column(c, no_wrap=c == "policy")
+    for r in gate.itertuples():
+        g.add_row(r.mode, r.policy, str(r.unsafe), f(r.admitted_unsafe, True), str(r.safe),
+                  f(r.refused_safe, True))
+    console.print(g)
     console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
 
 

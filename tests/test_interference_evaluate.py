@@ -80,3 +80,15 @@ def test_cli_evaluate_with_a_library_and_a_floor(tmp_path):
     rows = pd.read_csv(tmp_path / "ev" / "interference_lowo_predictions.csv")
     assert set(rows["self_workload"]) <= {"w00", "w01", "w02", "w03"}
     assert "model_admit" in rows
+
+
+def test_cli_evaluate_names_the_extra_input_that_is_wrong(tmp_path, capsys):
+    from foresight.cli import main
+
+    make_pairs(n_workloads=5, n_pairs=120, seed=2).to_csv(tmp_path / "mine.csv", index=False)
+    (tmp_path / "lib.csv").write_text("a_workload,b_workload\nx,y\n")
+    code = main(["interference", "evaluate", "--pairs", str(tmp_path / "mine.csv"), "--extra",
+                 str(tmp_path / "lib.csv"), "--out", str(tmp_path / "ev")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--extra:" in err and "a_speed" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "ev").exists()

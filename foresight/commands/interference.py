@@ -145,7 +145,10 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
         raise ForesightError("evaluate needs a_workload and b_workload to hold workloads out")
     if len(set(table["a_workload"]) | set(table["b_workload"])) < 3:
         raise ForesightError("evaluate needs at least 3 distinct workloads")
-    library = _read(list(extra), require_targets=True)[1] if extra else None
+    try:
+        library = _read(list(extra), require_targets=True)[1] if extra else None
+    except ForesightError as exc:  # say which input: --pairs' tables read the same way
+        raise ForesightError(f"--extra: {exc}") from None
     if library is not None and not {"a_workload", "b_workload"} <= set(library):
         raise ForesightError("--extra needs a_workload and b_workload (to leave the held-out "
                              "workload's pairs out)")

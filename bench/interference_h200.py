@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
-from forecaster.interference.evaluate import admit_at, gate  # noqa: E402
+from forecaster.interference.evaluate import admit_at  # noqa: E402
+from forecaster.interference.evaluate import safety as gate_table  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
 from forecaster.interference.model import InterferenceModel  # noqa: E402
 from interference_h200_notes import NOTES  # noqa: E402
@@ -132,20 +133,10 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
     counts as unsafe where its bound is under MIN_SPEED (else it is left out)."""
     if "y_upper" in r:
         r = r[~(r["y_upper"] >= MIN_SPEED)]
-    rows = []
-    for mode, g in [("both", r)] + list(r.groupby("sharing")):
-        y = g["y"].to_numpy()
-        admits = {"model (admission bound)": g["admit"].to_numpy() >= MIN_SPEED,
-                  "model (p10)": g["p10"].to_numpy() >= MIN_SPEED,
-                  # the point alone: how far the information goes without any margin
-                  "model point (no margin)": g["model"].to_numpy() >= MIN_SPEED,
-                  "util_rule": g["util_rule"].to_numpy() >= MIN_SPEED,
-                  "memaware": np.ones(len(g), bool)}
-        for name, adm in admits.items():
-            au, rs, nu, ns = gate(y, adm, MIN_SPEED)
-            rows.append({"mode": mode, "policy": name, "unsafe": nu, "safe": ns,
-                         "admitted_unsafe": au, "refused_safe": rs})
-    return pd.DataFrame(rows)
+    # the point alone: how far the information goes without any margin
+    return gate_table(r, MIN_SPEED, all_label="both", policies={
+        "model (admission bound)": "admit", "model (p10)": "p10",
+        "model point (no margin)": "model", "util_rule": "util_rule"})
 
 
 def pool(shared: str, params: dict, no_step: bool, seen: int = 0

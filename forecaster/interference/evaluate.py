@@ -137,24 +137,28 @@ def gate(y: np.ndarray, admit: np.ndarray, floor: float) -> tuple[float, float, 
     return au, rs, int(unsafe.sum()), int((~unsafe).sum())
 
 
-def safety(preds: pd.DataFrame, min_speed: float) -> pd.DataFrame:
-    """Admitted-unsafe and refused-safe at `min_speed` per sharing mode (and all rows), for the
-    gate (`model_admit`), the p10, the summed-util rule and a memory-only policy that admits
-    every placement that fits (memaware: it never refuses on speed)."""
+#: safety's policies: the name in its table -> the column of predicted speeds it admits on
+GATE_POLICIES = {"model (admission bound)": "model_admit", "model (p10)": "model_p10",
+                 "util_rule": "util_rule"}
+
+
+def safety(preds: pd.DataFrame, min_speed: float, policies: dict[str, str] | None = None,
+           all_label: str = "all") -> pd.DataFrame:
+    """Admitted-unsafe and refused-safe at `min_speed`, over all rows (`all_label`) and per
+    sharing mode, for each policy (name -> column of speeds it admits on when >= `min_speed`;
+    GATE_POLICIES by default) and a memory-only policy that admits every placement that fits
+    (memaware: it never refuses on speed). A policy whose column is all NaN is left out."""
     preds = preds[preds["y"].notna()]
-    groups = [("all", preds)]
-    if "sharing" in preds and preds["sharing"].nunique() > 1:
+    groups = [(all_label, preds)]
+    if "sharing" in preds and (preds["sharing"].astype(str) != "").any():
         groups += [(str(k), g) for k, g in preds.groupby("sharing")]
     rows = []
     for mode, g in groups:
         y = g["y"].to_numpy()
-        admits = {"model (admission bound)": g["model_admit"].to_numpy() >= min_speed,
-                  "model (p10)": g["model_p10"].to_numpy() >= min_speed,
-                  "util_rule": g["util_rule"].to_numpy() >= min_speed,
-                  "memaware": np.ones(len(g), bool)}
+        admits = {name: g[col].to_numpy() >= min_speed
+                  for name, col in (policies or GATE_POLICIES).items() if g[col].notna().any()}
+        admits["memaware"] = np.ones(len(g), bool)
         for name, adm in admits.items():
-            if name == "util_rule" and g["util_rule"].isna().all():
-                continue
             au, rs, nu, ns = gate(y, adm, min_speed)
             rows.append({"mode": mode, "policy": name, "unsafe": nu, "safe": ns,
                          "admitted_unsafe": au, "refused_safe": rs})

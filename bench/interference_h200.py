@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
-from features.h200 import load_h200_pairs, zero_step_bounds  # noqa: E402
+from features.h200 import SOLO_COLUMNS, load_h200_pairs, zero_step_bounds  # noqa: E402
 from forecaster.interference.evaluate import admit_at  # noqa: E402
 from forecaster.interference.evaluate import safety as gate_table  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
@@ -51,6 +51,8 @@ FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(so
 # the choices made after it; h200h (set aside until then), h200i and h200k (measured
 # 2026-11-28, scored once first: interference_h200_k.md) are dev sets now
 SET_ASIDE = ("h200j",)
+#: the profiling fields among the solo features (GPM here, DCGM_FI_PROF_* in a cluster)
+PROF = tuple(v for k, v in SOLO_COLUMNS.items() if k.startswith("gpm_"))
 SAFE, MIN_SPEED = 0.85, 0.8
 
 
@@ -139,10 +141,11 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
         "model point (no margin)": "model", "util_rule": "util_rule"})
 
 
-def pool(shared: str, params: dict, no_step: bool, seen: int = 0
+def pool(shared: str, params: dict, no_step: bool, seen: int = 0, no_prof: bool = False
          ) -> tuple[pd.DataFrame, list[str]]:
     """Every fold of every dev set (`shared` and the committed sets but the one set aside),
-    the other sets in training; rows tagged with their set."""
+    the other sets in training; rows tagged with their set. `no_prof`: each set is scored
+    without its profiling fields (the other sets in training keep theirs)."""
     sets = [shared] + [x for x in committed(shared)]
     loaded = {x: load_h200_pairs(x) for x in sets}
     if no_step:
@@ -151,9 +154,17 @@ def pool(shared: str, params: dict, no_step: bool, seen: int = 0
     for x, pairs in loaded.items():
         extra = pd.concat([p for y, p in loaded.items() if y != x], ignore_index=True)
         names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
+        if no_prof:
+            pairs = without_prof(pairs)
         out.append(lowo(pairs, names, params, extra, zero_step_bounds(x), seen)
                    .assign(set=Path(x).name))
     return pd.concat(out, ignore_index=True), sets
+
+
+def without_prof(pairs: pd.DataFrame) -> pd.DataFrame:
+    """The pair table without the DCGM_FI_PROF_* fields (GPM on the H200): what a cluster gives
+    whose dcgm-exporter exports none of them, or a GPU without GPM (Ampere and older)."""
+    return pairs.drop(columns=[f"{s}_{f}" for s in "ab" for f in PROF if f"{s}_{f}" in pairs])
 
 
 # |difference| of directed speeds measured twice (`--part pool`'s repeats line, 2026-11-26):
@@ -304,6 +315,9 @@ def main() -> None:
                     help="share of unsafe placements the admission bound may admit "
                          "(default: the model's, 0.05)")
     ap.add_argument("--no-step", action="store_true", help="drop step_s (DCGM fields only)")
+    ap.add_argument("--no-prof", action="store_true",
+                    help="score without the profiling fields (SM activity, occupancy, tensor, "
+                         "DRAM: DCGM_FI_PROF_*); the training sets keep theirs")
     ap.add_argument("--no-identity", action="store_true",
                     help="no workload identity encodings (InterferenceModel use_identity=False)")
     ap.add_argument("--extra", action="append", default=None,
@@ -322,6 +336,8 @@ def main() -> None:
         fail("interference_h200.py", a.data, e)
     if a.no_step:
         pairs = pairs.drop(columns=["a_step_s", "b_step_s"])
+    if a.no_prof:
+        pairs = without_prof(pairs)
     params = {"mechanism": a.mechanism == "on", "mps_form": a.mps_form, "ts_form": a.ts_form,
               "margin": a.margin}
     for arg, name in (("trees", "n_estimators"), ("leaves", "num_leaves"),
@@ -337,7 +353,7 @@ def main() -> None:
     names = sorted(set(pairs["a_workload"]) | set(pairs["b_workload"]))
     t = time.time()
     if a.part == "pool":
-        r, sets = pool(a.data, params, a.no_step)
+        r, sets = pool(a.data, params, a.no_step, no_prof=a.no_prof)
         names = sorted(set(r["self"]))
         pairs, extras, folds = r, [], names
     elif a.part == "dev":
@@ -359,7 +375,9 @@ def main() -> None:
              f"p10 margin {a.margin}"
              f"{f', bound level alpha {a.alpha}' if a.alpha is not None else ''}), "
              f"step time "
-             f"{'dropped' if a.no_step else '1 / the solo rate'}; {took:.0f} s.", "",
+             f"{'dropped' if a.no_step else '1 / the solo rate'}"
+             f"{'; scored without profiling fields (--no-prof)' if a.no_prof else ''}; "
+             f"{took:.0f} s.", "",
              *bars(r), *report(r, "Held-out rows"),
              *(per_set(r) + [repeats(sets), ""] if a.part == "pool" else []), *NOTES]
     text = "\n".join(lines)

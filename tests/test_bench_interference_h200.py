@@ -12,7 +12,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
 from features.h200 import zero_step_bounds  # noqa: E402
-from interference_h200 import bars, safety, scores  # noqa: E402
+from interference_h200 import bars, safety, scores, without_prof  # noqa: E402
 
 
 def test_a_zero_step_window_is_bounded_by_the_solo_rate(tmp_path):
@@ -117,3 +117,13 @@ def test_the_repeat_gate_is_scored_against_the_other_run():
     assert ("the other run's measured speed", "mean of both") not in rows
     # a gate that admits everything admits every unsafe placement, whatever the label
     assert "| 100.0 % |" in rows[("model point (no margin)", "mean of both")]
+
+
+def test_no_prof_drops_the_profiling_fields_and_nothing_else():
+    cols = [f"{s}_{f}" for s in "ab" for f in ("gpu_util", "power_w", "step_s", "sm_active",
+                                                 "sm_occupancy", "tensor_active", "dram_active")]
+    pairs = pd.DataFrame(np.ones((2, len(cols))), columns=cols).assign(sharing="mps")
+    left = set(without_prof(pairs).columns)
+    assert left == {"sharing"} | {f"{s}_{f}" for s in "ab" for f in ("gpu_util", "power_w", "step_s")}
+    # a table already without them (an Ampere measurement) passes unchanged
+    assert list(without_prof(without_prof(pairs)).columns) == list(without_prof(pairs).columns)

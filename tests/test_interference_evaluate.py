@@ -92,3 +92,18 @@ def test_cli_evaluate_names_the_extra_input_that_is_wrong(tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 2 and "--extra:" in err and "a_speed" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "ev").exists()
+
+
+def test_the_training_mean_baseline_is_per_sharing_mode():
+    # time-slicing halves both sides, MPS leaves them near 1: one mean over both is neither
+    def pairs(modes, speeds):
+        n = len(modes)
+        return pd.DataFrame({"a_workload": [f"a{i}" for i in range(n)],
+                             "b_workload": [f"b{i}" for i in range(n)], "sharing": modes,
+                             "a_speed": speeds, "b_speed": speeds,
+                             "a_gpu_util": 90.0, "b_gpu_util": 90.0})
+    train = pairs(["timeslice"] * 3 + ["mps"] * 3, [0.4, 0.5, 0.6, 0.9, 1.0, 0.95])
+    test = pairs(["mps", "timeslice", "node"], [1.0, 0.5, 1.0])
+    got = ev.baselines(train, test)["train_mean"]
+    # directed rows: every pair's a side, then its b side
+    assert np.allclose(got, [0.95, 0.5, 0.725] * 2)

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
-from features.h200 import SOLO_COLUMNS, load_h200_pairs, zero_step_bounds  # noqa: E402
+from features.h200 import PROFILING, SOLO_COLUMNS, load_h200_pairs, zero_step_bounds  # noqa: E402
 from forecaster.interference.evaluate import admit_at  # noqa: E402
 from forecaster.interference.evaluate import safety as gate_table  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
@@ -52,7 +52,7 @@ FINAL = ("decode_gemv", "resnet50_train")  # np.random.default_rng(27).choice(so
 # 2026-11-28, scored once first: interference_h200_k.md) are dev sets now
 SET_ASIDE = ("h200j",)
 #: the profiling fields among the solo features (GPM here, DCGM_FI_PROF_* in a cluster)
-PROF = tuple(v for k, v in SOLO_COLUMNS.items() if k.startswith("gpm_"))
+PROF = tuple(SOLO_COLUMNS[c] for c in PROFILING)
 SAFE, MIN_SPEED = 0.85, 0.8
 
 

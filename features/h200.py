@@ -24,6 +24,8 @@ SOLO_COLUMNS = {"util_gpu": "gpu_util", "util_mem": "mem_copy_util", "power_w": 
                 "fb_used_mib": "fb_used_mib", "gpm_sm_active": "sm_active",
                 "gpm_sm_occupancy": "sm_occupancy", "gpm_tensor_active": "tensor_active",
                 "gpm_dram_active": "dram_active"}
+#: colocate.py's GPM columns (DCGM_FI_PROF_* in a cluster): optional
+PROFILING = tuple(c for c in SOLO_COLUMNS if c.startswith("gpm_"))
 _MODES = {"timeslice": "timeslice", "mps": "mps"}
 #: pairs.csv columns read (its telemetry columns describe the pair, not the solo sides)
 PAIR_COLUMNS = ("mode", "a", "b", "speed_a", "speed_b")
@@ -54,7 +56,11 @@ def load_h200_pairs(root: str | Path, gpu_model: str | None = None,
         solo, pairs = pd.read_csv(sp), pd.read_csv(pp)
     except FileNotFoundError as exc:
         raise ForesightError(f"co-location measurement incomplete: {exc.filename} missing") from None
-    _columns(solo, ("mode", "workload", *SOLO_COLUMNS, "step_median_s"), sp)
+    # the profiling fields may be absent (a GPU without GPM, a tool that writes NVML only):
+    # missing values, which the model reads as a cluster without DCGM_FI_PROF_* fields
+    _columns(solo, ("mode", "workload", *(c for c in SOLO_COLUMNS if c not in PROFILING),
+                    "step_median_s"), sp)
+    solo = solo.assign(**{c: np.nan for c in PROFILING if c not in solo})
     _columns(pairs, PAIR_COLUMNS, pp)
     solo = _numbers(solo, [*SOLO_COLUMNS, "step_median_s", "rate"], sp)
     pairs = _numbers(pairs, ["speed_a", "speed_b"], pp)

@@ -263,6 +263,21 @@ def test_read_pairs_directory_errors_are_one_line(tmp_path):
     assert "\n" not in str(exc.value)
 
 
+def test_a_measurement_without_profiling_columns_reads_them_as_missing(tmp_path):
+    # an Ampere GPU has no GPM; a tool that samples NVML only writes no gpm_* columns at all
+    root = _colocate_dir(tmp_path / "m", None)
+    solo = pd.read_csv(root / "solo.csv")
+    solo.drop(columns=[c for c in solo if c.startswith("gpm_")]).to_csv(root / "solo.csv",
+                                                                        index=False)
+    d = read_pairs(root)
+    assert len(d) == 6 and d["a_gpu_util"].notna().all()
+    assert d[["a_sm_active", "b_tensor_active"]].isna().all().all()
+    # the basic NVML fields stay required
+    solo.drop(columns=["util_gpu"]).to_csv(root / "solo.csv", index=False)
+    with pytest.raises(ForesightError, match="missing column util_gpu$"):
+        read_pairs(root)
+
+
 def test_cli_fits_on_a_colocate_directory(tmp_path, capsys):
     from foresight.cli import main
 

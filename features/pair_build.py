@@ -1,17 +1,16 @@
 """The interference pair table built from telemetry: co-location episodes, speeds, solo features.
 
-Why integer codes throughout: at tens of millions of samples, strings and Timestamps cost most
-of the time in pandas merges and multi-key group-bys. Every sample gets a step code (its index
-in the sorted unique timestamps), a pod code and a GPU code, and each question is asked of one
-int64 composite (step x pod, step x GPU, ...): a hash group-by or a sorted lookup. Pod codes
-follow the order of the "namespace/pod" names, so which pod is side `a` (the smaller name) and
-the row order are those of the per-episode builder this replaced (git b9ce7c1; a test compares).
+Every question is asked of the samples' integer codes (features.sample_codes: one int64
+composite per step x pod, step x GPU, ...), not of strings and Timestamps. Pod codes follow the
+order of the "namespace/pod" names, so which pod is side `a` (the smaller name) and the row
+order are those of the per-episode builder this replaced (git b9ce7c1; a test compares).
 """
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
+from features.sample_codes import SampleCodes, as_ts
 from features.schema import has_pod
 
 #: dcgm-exporter metric -> (solo feature, scale applied to the sample value).
@@ -65,7 +64,7 @@ def pair_parts(samples: pd.DataFrame, *, gpu_sharing: dict[str, str] | None = No
     if s.empty:
         return None
     ts_dtype = s["ts"].dtype
-    c = _Codes.of(s, step_ns)
+    c = SampleCodes.of(s, step_ns)
     value = s["value"].to_numpy(dtype=float)
     out = {"feats": _solo_features(c, value), "n_gpus": c.gpus_per_pod()}
     rate = _progress_rates(c, value, progress_metric)
@@ -82,8 +81,8 @@ def pair_parts(samples: pd.DataFrame, *, gpu_sharing: dict[str, str] | None = No
     a, b = c.names[st["a"][first]], c.names[st["b"][first]]
     eps = pd.DataFrame({"a_pod": a, "b_pod": b,
                         "sharing": np.asarray(SHARING_ORDER)[st["mode"][first]],
-                        "start": _as_ts(t[first], ts_dtype),
-                        "end": _as_ts(t[last] + c.step, ts_dtype),
+                        "start": as_ts(t[first], ts_dtype),
+                        "end": as_ts(t[last] + c.step, ts_dtype),
                         "n_steps": size[ep[first]]})
     steady = _episode_rates(st, ep, keep, rate, c, min_steps, _solo_stalls(rate, c))
     for side in ("a", "b"):
@@ -142,76 +141,7 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
                                                  "b_idle_s"])
 
 
-class _Codes:
-    """Integer codes of every sample row: step, pod, GPU, node, metric."""
-
-    @classmethod
-    def of(cls, s: pd.DataFrame, step_ns: int | None = None) -> "_Codes":
-        c = cls()
-        ns = pd.to_datetime(s["ts"], utc=True).dt.as_unit("ns").astype("int64").to_numpy()
-        c.ts_all = np.unique(ns)
-        c.step = step_ns or (int(np.median(np.diff(c.ts_all))) if len(c.ts_all) > 1
-                             else int(30e9))
-        c.t = np.searchsorted(c.ts_all, ns).astype(np.int64)
-        c.key, c.names = _pod_codes(s)
-        c.gpu, gpu_names = pd.factorize(_text(s["uuid"]))
-        node, c.node_names = pd.factorize(_text(s["node"]))
-        c.node_of_gpu = np.zeros(len(gpu_names), dtype=np.int64)
-        c.node_of_gpu[c.gpu] = node  # a GPU sits in one node
-        c.metric, c.metric_names = pd.factorize(_text(s["metric"]))
-        c.K, c.G = max(len(c.names), 1), max(len(gpu_names), 1)
-        # one row per (step, pod, GPU): who was on which GPU at each step
-        att = pd.unique((c.t * c.K + c.key) * c.G + c.gpu)
-        c.att_tk, c.att_gpu = att // c.G, att % c.G
-        tg = c.att_tk // c.K * c.G + c.att_gpu
-        _, inv, cnt = np.unique(tg, return_inverse=True, return_counts=True)
-        c.att_n = cnt[inv]  # pods on that GPU at that step
-        worst = pd.Series(c.att_n).groupby(c.att_tk).max()
-        c.alone_tk = np.sort(worst.index.to_numpy()[worst.to_numpy() == 1])
-        return c
-
-    def is_alone(self, tk: np.ndarray) -> np.ndarray:
-        """Whether pod-step `tk` (step * K + pod) had every GPU of the pod to itself."""
-        return _member(self.alone_tk, tk)
-
-    def gpus_per_pod(self) -> pd.Series:
-        n = pd.Series(self.att_gpu).groupby(self.att_tk % self.K).nunique()
-        return pd.Series(n.to_numpy(), index=self.names[n.index.to_numpy()])
-
-
-def _text(col: pd.Series) -> pd.Series:
-    """The column as strings, without a copy when it already holds them."""
-    if isinstance(col.dtype, (pd.StringDtype, pd.CategoricalDtype)) or col.dtype == object:
-        return col
-    return col.astype(str)
-
-
-def _member(sorted_ids: np.ndarray, x: np.ndarray) -> np.ndarray:
-    if len(sorted_ids) == 0:
-        return np.zeros(len(x), dtype=bool)
-    i = np.minimum(np.searchsorted(sorted_ids, x), len(sorted_ids) - 1)
-    return sorted_ids[i] == x
-
-
-def _pod_codes(s: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Per row, the code of "namespace/pod" in string order, and the names by code."""
-    ns_c, ns_u = pd.factorize(_text(s["namespace"]))
-    pod_c, pod_u = pd.factorize(_text(s["pod"]))
-    n = max(len(pod_u), 1)
-    pair_c, pair_u = pd.factorize(ns_c.astype(np.int64) * n + pod_c)
-    names = np.asarray([f"{ns_u[v // n]}/{pod_u[v % n]}" for v in pair_u], dtype=object)
-    order = np.argsort(names, kind="stable")
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    return rank[pair_c], names[order]
-
-
-def _as_ts(ns: np.ndarray, dtype) -> pd.Series:
-    out = pd.to_datetime(ns.astype("int64"), utc=isinstance(dtype, pd.DatetimeTZDtype))
-    return out.tz_convert(dtype.tz) if isinstance(dtype, pd.DatetimeTZDtype) else out
-
-
-def _colocation_steps(c: _Codes, sharing: dict[str, str]) -> dict[str, np.ndarray]:
+def _colocation_steps(c: SampleCodes, sharing: dict[str, str]) -> dict[str, np.ndarray]:
     """step, pod a < pod b, sharing code for every step two pods were alone together on one
     GPU, or each alone on its own GPU of one node; sorted into episodes' order."""
     code = {m: i for i, m in enumerate(SHARING_ORDER)}
@@ -244,7 +174,7 @@ def _colocation_steps(c: _Codes, sharing: dict[str, str]) -> dict[str, np.ndarra
     return {"step": step[order], "a": a[order], "b": b[order], "mode": mode[order]}
 
 
-def _solo_features(c: _Codes, value: np.ndarray) -> pd.DataFrame:
+def _solo_features(c: SampleCodes, value: np.ndarray) -> pd.DataFrame:
     """Per pod, the 75th percentile of each metric over its busy steps alone on its GPUs."""
     wanted = [i for i, n in enumerate(c.metric_names) if n in TELEMETRY_FEATURES]
     tk = c.t * c.K + c.key
@@ -274,7 +204,7 @@ def _solo_features(c: _Codes, value: np.ndarray) -> pd.DataFrame:
     return feats
 
 
-def _progress_rates(c: _Codes, value: np.ndarray, metric: str) -> pd.DataFrame:
+def _progress_rates(c: SampleCodes, value: np.ndarray, metric: str) -> pd.DataFrame:
     hit = np.flatnonzero(np.asarray(c.metric_names) == metric)
     rows = np.flatnonzero(c.metric == hit[0]) if len(hit) else np.array([], dtype=np.int64)
     tk = c.key[rows] * len(c.ts_all) + c.t[rows]  # pod-major: sorted = by pod, then time
@@ -303,7 +233,7 @@ def _steady_rates(r: pd.DataFrame, by: np.ndarray) -> pd.Series:
     return (sums["dv"] / sums["dt"]).where(sums["dt"] > 0)
 
 
-def _solo_rates(rate: pd.DataFrame, c: _Codes) -> pd.Series:
+def _solo_rates(rate: pd.DataFrame, c: SampleCodes) -> pd.Series:
     tk = rate["step"].to_numpy() * c.K + rate["key"].to_numpy()
     r = rate[c.is_alone(tk) & (rate["rate"].to_numpy() > 0)]
     key = r["key"].to_numpy()
@@ -342,7 +272,7 @@ def _moved(rid: np.ndarray, rate: pd.DataFrame, key: np.ndarray, n_ts: int,
     return inside & hit & (rate["rate"].to_numpy()[i] > 0) if len(rid) else hit
 
 
-def _solo_stalls(rate: pd.DataFrame, c: _Codes) -> np.ndarray:
+def _solo_stalls(rate: pd.DataFrame, c: SampleCodes) -> np.ndarray:
     """Per pod code, the longest stretch (s) its counter stood still while the pod was alone
     (a checkpoint, an eval, a server without requests); inf for a pod never seen alone."""
     k, st = rate["key"].to_numpy(), rate["step"].to_numpy()
@@ -359,7 +289,7 @@ def _solo_stalls(rate: pd.DataFrame, c: _Codes) -> np.ndarray:
 
 
 def _episode_rates(st: dict, ep: np.ndarray, keep: np.ndarray, rate: pd.DataFrame,
-                   c: _Codes, min_steps: int, stalls: np.ndarray) -> dict[str, pd.Series]:
+                   c: SampleCodes, min_steps: int, stalls: np.ndarray) -> dict[str, pd.Series]:
     """Per side, episode -> steady rate of the side's counter during the episode (episodes
     with too few measured steps left out); finish_pairs divides it by the solo rate. Also
     `<side>_idle`: episode -> seconds in which the side's counter did not move at all

@@ -3,6 +3,8 @@ the co-location gate scored at a minimum speed (forecaster.interference.evaluate
 `foresight interference evaluate --extra / --min-speed`)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -107,3 +109,25 @@ def test_the_training_mean_baseline_is_per_sharing_mode():
     got = ev.baselines(train, test)["train_mean"]
     # directed rows: every pair's a side, then its b side
     assert np.allclose(got, [0.95, 0.5, 0.725] * 2)
+
+
+def test_extra_takes_a_library_directory_less_the_measurement_scored(tmp_path, capsys):
+    import shutil
+
+    from foresight.commands.interference import library_paths
+    from foresight.cli import main
+
+    root = Path(__file__).resolve().parents[1] / "data"
+    lib = tmp_path / "lib"
+    for name in ("h200c", "h200i", "h200k"):
+        shutil.copytree(root / name, lib / name)
+    (lib / "notes").mkdir()  # not a measurement: passed over
+    # the scored measurement, copied beside the library under another name, is left out
+    got = library_paths([lib], [root / "h200k"])
+    assert got == [lib / "h200c", lib / "h200i"]
+    assert library_paths([lib / "h200c"], [root / "h200k"]) == [lib / "h200c"]  # as given
+    code = main(["interference", "evaluate", "--pairs", str(lib / "h200k"), "--extra",
+                 str(tmp_path), "--out", str(tmp_path / "ev")])
+    err = capsys.readouterr().err
+    assert code == 2 and "--extra" in err and "directory of them" in err
+    assert not (tmp_path / "ev").exists()

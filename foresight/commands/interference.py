@@ -124,7 +124,8 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
                                               "committed data/h200*) that join every fold's "
                                               "training and are not scored; their pairs of the "
                                               "held-out workload's name are left out. "
-                                              "Repeatable."),
+                                              "Repeatable; a directory of such directories "
+                                              "(e.g. data) gives each, less the one scored."),
              min_speed: float = typer.Option(0.8, "--min-speed", help="The pending pod's "
                                              "declared minimum speed (foresight.io/min-speed) "
                                              "the co-location table scores the gate at."),
@@ -145,6 +146,7 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
         raise ForesightError("evaluate needs a_workload and b_workload to hold workloads out")
     if len(set(table["a_workload"]) | set(table["b_workload"])) < 3:
         raise ForesightError("evaluate needs at least 3 distinct workloads")
+    extra = library_paths(extra, pairs)
     try:
         library = _read(list(extra), require_targets=True)[1] if extra else None
     except ForesightError as exc:  # say which input: --pairs' tables read the same way
@@ -189,6 +191,25 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
                   f(r.refused_safe, True))
     console.print(g)
     console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
+
+
+def library_paths(extra: list[Path], scored: list[Path]) -> list[Path]:
+    """--extra as given, a directory of colocate.py directories (a library such as data/)
+    replaced by each of them, less any holding the very measurement scored (the same
+    pairs.csv): that one would train on its own held-out pairs under another name."""
+    own = {(p / "pairs.csv").read_bytes() for p in scored if (p / "pairs.csv").is_file()}
+    out: list[Path] = []
+    for p in extra:
+        if p.is_dir() and not (p / "pairs.csv").is_file() and not (p / "solo.csv").is_file():
+            found = [d for d in sorted(p.iterdir())
+                     if (d / "pairs.csv").is_file() and (d / "solo.csv").is_file()]
+            if not found:
+                raise ForesightError(f"--extra {p}: neither a co-location measurement nor a "
+                                     "directory of them (solo.csv + pairs.csv)")
+            out += [d for d in found if (d / "pairs.csv").read_bytes() not in own]
+        else:
+            out.append(p)
+    return out
 
 
 def plot_pred_vs_true(preds: pd.DataFrame, path: Path) -> None:

@@ -131,3 +131,7 @@ def test_extra_takes_a_library_directory_less_the_measurement_scored(tmp_path, c
     err = capsys.readouterr().err
     assert code == 2 and "--extra" in err and "directory of them" in err
     assert not (tmp_path / "ev").exists()
+    # fit stacks every measurement of a library directory
+    assert main(["interference", "fit", "--pairs", str(lib), "--model-dir",
+                 str(tmp_path / "m")]) == 0
+    assert "fitted on 168 pairs" in " ".join(capsys.readouterr().out.split())

@@ -59,7 +59,8 @@ def _write_table(df: pd.DataFrame, out: Path) -> None:
 
 def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair table (CSV "
                                          "or Parquet), or a colocate.py output directory "
-                                         "(solo.csv + pairs.csv)." + _MANY),
+                                         "(solo.csv + pairs.csv), or a directory of them "
+                                         "(e.g. data: each)." + _MANY),
         model_dir: Path = typer.Option(..., "--model-dir", help="Directory for the artifact."),
         seed: int = typer.Option(0, min=0, help="Random seed (calibration split, folds)."),
         alpha: float = typer.Option(0.1, help="Level of the published pessimistic bound "
@@ -71,6 +72,7 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
     """Fit the interference model on a pair table and save it."""
     from forecaster.interference.model import InterferenceModel
 
+    pairs = library_paths(pairs, [], "--pairs")
     check_output(model_dir, "--model-dir", directory=True, model="interference",
                  inputs={"--pairs": pairs})
     table = _read(pairs, require_targets=True)[1]
@@ -193,7 +195,8 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
     console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
 
 
-def library_paths(extra: list[Path], scored: list[Path]) -> list[Path]:
+def library_paths(extra: list[Path], scored: list[Path], option: str = "--extra"
+                  ) -> list[Path]:
     """--extra as given, a directory of colocate.py directories (a library such as data/)
     replaced by each of them, less any holding the very measurement scored (the same
     pairs.csv): that one would train on its own held-out pairs under another name."""
@@ -204,7 +207,7 @@ def library_paths(extra: list[Path], scored: list[Path]) -> list[Path]:
             found = [d for d in sorted(p.iterdir())
                      if (d / "pairs.csv").is_file() and (d / "solo.csv").is_file()]
             if not found:
-                raise ForesightError(f"--extra {p}: neither a co-location measurement nor a "
+                raise ForesightError(f"{option} {p}: neither a co-location measurement nor a "
                                      "directory of them (solo.csv + pairs.csv)")
             out += [d for d in found if (d / "pairs.csv").read_bytes() not in own]
         else:

@@ -63,7 +63,8 @@ def _measurement(root: Path) -> pd.DataFrame:
 
     if not (root / "pairs.csv").is_file() and not (root / "solo.csv").is_file():
         raise ForesightError(f"{root} is a directory without a co-location measurement "
-                             "(solo.csv + pairs.csv): give a pair table file or such a directory")
+                             "(solo.csv + pairs.csv): give a pair table file, such a directory "
+                             "or a directory of them")
     try:
         return load_h200_pairs(root)
     except (ValueError, KeyError) as exc:  # pandas' parser errors and decoding errors included

@@ -294,7 +294,8 @@ def test_cli_fits_on_a_colocate_directory(tmp_path, capsys):
     # the always-busy pair under time-slicing shares the GPU; the idle-SM partner costs less
     ts = pred[pred["sharing"] == "timeslice"].set_index(["a_workload", "b_workload"])
     assert ts.loc[("gemm", "copy"), "a_speed_pred"] < ts.loc[("gemm", "tiny"), "a_speed_pred"]
-    assert main(["interference", "fit", "--pairs", str(tmp_path), "--model-dir",
+    (tmp_path / "empty").mkdir()  # neither a measurement nor a directory of them
+    assert main(["interference", "fit", "--pairs", str(tmp_path / "empty"), "--model-dir",
                  str(tmp_path / "model")]) == 2
     err = capsys.readouterr().err
     assert "without a co-location measurement" in err and "Traceback" not in err

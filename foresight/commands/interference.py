@@ -72,7 +72,7 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
     """Fit the interference model on a pair table and save it."""
     from forecaster.interference.model import InterferenceModel
 
-    pairs = library_paths(pairs, [], "--pairs")
+    pairs = library_paths(pairs, [])
     check_output(model_dir, "--model-dir", directory=True, model="interference",
                  inputs={"--pairs": pairs})
     table = _read(pairs, require_targets=True)[1]
@@ -195,23 +195,21 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
     console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
 
 
-def library_paths(extra: list[Path], scored: list[Path], option: str = "--extra"
-                  ) -> list[Path]:
+def library_paths(extra: list[Path], scored: list[Path]) -> list[Path]:
     """--extra as given, a directory of colocate.py directories (a library such as data/)
     replaced by each of them, less any holding the very measurement scored (the same
     pairs.csv): that one would train on its own held-out pairs under another name."""
     own = {(p / "pairs.csv").read_bytes() for p in scored if (p / "pairs.csv").is_file()}
     out: list[Path] = []
     for p in extra:
-        if p.is_dir() and not (p / "pairs.csv").is_file() and not (p / "solo.csv").is_file():
-            found = [d for d in sorted(p.iterdir())
-                     if (d / "pairs.csv").is_file() and (d / "solo.csv").is_file()]
-            if not found:
-                raise ForesightError(f"{option} {p}: neither a co-location measurement nor a "
-                                     "directory of them (solo.csv + pairs.csv)")
-            out += [d for d in found if (d / "pairs.csv").read_bytes() not in own]
-        else:
+        library = p.is_dir() and not (p / "pairs.csv").is_file() and \
+            not (p / "solo.csv").is_file()
+        found = [d for d in sorted(p.iterdir()) if (d / "pairs.csv").is_file()
+                 and (d / "solo.csv").is_file()] if library else []
+        if not found:  # read as given (and refused there, in one line, if it is no table)
             out.append(p)
+            continue
+        out += [d for d in found if (d / "pairs.csv").read_bytes() not in own]
     return out
 
 

@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from benchenv import READ_ERRORS, fail, machine  # noqa: E402
 
 from features.h200 import PROFILING, SOLO_COLUMNS, load_h200_pairs, zero_step_bounds  # noqa: E402
+from features.pairs import library_paths  # noqa: E402
 from forecaster.interference.evaluate import admit_at  # noqa: E402
 from forecaster.interference.evaluate import safety as gate_table  # noqa: E402
 from forecaster.interference.features import directed  # noqa: E402
@@ -61,11 +62,9 @@ def committed(data: str) -> list[str]:
     (compared by content: data/h200 is a copy of ../shared/gpu-h200). The sets in SET_ASIDE
     are left out while a committed set is scored (the dev work), and kept when the scored
     measurement is none of them: a new measurement is scored with everything measured."""
-    own = (Path(data) / "pairs.csv").read_bytes() if (Path(data) / "pairs.csv").is_file() else b""
-    sets = [p for p in sorted((ROOT / "data").glob("h200*")) if (p / "pairs.csv").is_file()]
-    known = any((p / "pairs.csv").read_bytes() == own for p in sets)
-    return [str(p) for p in sets if (p / "pairs.csv").read_bytes() != own
-            and not (known and p.name in SET_ASIDE)]
+    others = library_paths([ROOT / "data"], [Path(data)])
+    known = len(others) < len(library_paths([ROOT / "data"], []))
+    return [str(p) for p in others if not (known and p.name in SET_ASIDE)]
 
 
 def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,

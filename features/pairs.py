@@ -57,6 +57,25 @@ def read_pairs(path: str | Path) -> pd.DataFrame:
         raise ForesightError(f"cannot read pair table {p}: {str(exc).splitlines()[0]}") from None
 
 
+def library_paths(paths: list[Path], scored: list[Path]) -> list[Path]:
+    """The paths as given, a directory of colocate.py directories (a library such as data/)
+    replaced by each of them, less any holding a measurement of `scored` (the same pairs.csv,
+    e.g. data/h200 beside ../shared/gpu-h200): that one would train on its own held-out pairs
+    under another name."""
+    own = {(p / "pairs.csv").read_bytes() for p in scored if (p / "pairs.csv").is_file()}
+    out: list[Path] = []
+    for p in paths:
+        library = p.is_dir() and not (p / "pairs.csv").is_file() and \
+            not (p / "solo.csv").is_file()
+        found = [d for d in sorted(p.iterdir()) if (d / "pairs.csv").is_file()
+                 and (d / "solo.csv").is_file()] if library else []
+        if not found:  # read as given (and refused there, in one line, if it is no table)
+            out.append(p)
+            continue
+        out += [d for d in found if (d / "pairs.csv").read_bytes() not in own]
+    return out
+
+
 def _measurement(root: Path) -> pd.DataFrame:
     """The pair table of a colocate.py output directory (features.h200)."""
     from features.h200 import load_h200_pairs

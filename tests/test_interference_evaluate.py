@@ -114,7 +114,7 @@ def test_the_training_mean_baseline_is_per_sharing_mode():
 def test_extra_takes_a_library_directory_less_the_measurement_scored(tmp_path, capsys):
     import shutil
 
-    from foresight.commands.interference import library_paths
+    from features.pairs import library_paths
     from foresight.cli import main
 
     root = Path(__file__).resolve().parents[1] / "data"

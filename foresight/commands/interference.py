@@ -11,6 +11,7 @@ from rich.table import Table
 
 from foresight.commands import check_output
 from forecaster.interference.admission import ADMIT_RISK
+from features.pairs import library_paths
 from ground.errors import ForesightError
 
 console = Console(highlight=False)
@@ -193,24 +194,6 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
                   f(r.refused_safe, True))
     console.print(g)
     console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
-
-
-def library_paths(extra: list[Path], scored: list[Path]) -> list[Path]:
-    """--extra as given, a directory of colocate.py directories (a library such as data/)
-    replaced by each of them, less any holding the very measurement scored (the same
-    pairs.csv): that one would train on its own held-out pairs under another name."""
-    own = {(p / "pairs.csv").read_bytes() for p in scored if (p / "pairs.csv").is_file()}
-    out: list[Path] = []
-    for p in extra:
-        library = p.is_dir() and not (p / "pairs.csv").is_file() and \
-            not (p / "solo.csv").is_file()
-        found = [d for d in sorted(p.iterdir()) if (d / "pairs.csv").is_file()
-                 and (d / "solo.csv").is_file()] if library else []
-        if not found:  # read as given (and refused there, in one line, if it is no table)
-            out.append(p)
-            continue
-        out += [d for d in found if (d / "pairs.csv").read_bytes() not in own]
-    return out
 
 
 def plot_pred_vs_true(preds: pd.DataFrame, path: Path) -> None:

@@ -318,6 +318,8 @@ class Scorer:
     def _gather(cache: _RowCache, rows: np.ndarray, pod: PodRequest, known: list[str],
                 local: list[Any]) -> tuple[dict, dict, dict[str, str], dict[str, str]]:
         """Row-local values and violations of `rows`, read from the class cache."""
+        if not len(rows):  # no node the state knows: a new class's cache holds nothing yet
+            return {c.name: np.zeros(0) for c in local}, {c.name: False for c in local}, {}, {}
         values = {c.name: cache.values[c.name][rows] for c in local}
         informative = {c.name: cache.informative[c.name] for c in local}
         if "fragmentation" in values and pod.gpus:

@@ -57,8 +57,10 @@ class ExtenderHook:
         if last is not None and last[0] is obj:  # filter then prioritize share one parsed body
             return last[1]
         meta = obj.get("metadata") if isinstance(obj, dict) else None
-        pod = self.watched_pods.get((meta.get("uid"), meta.get("resourceVersion"))) \
-            if isinstance(meta, dict) else None
+        key = (meta.get("uid"), meta.get("resourceVersion")) if isinstance(meta, dict) else ()
+        # only strings were kept by the watch; anything else is parse_pod's 400 to give
+        pod = self.watched_pods.get(key) if key and isinstance(key[0], str) and \
+            isinstance(key[1], str) else None
         if pod is None:
             pod = parse_pod(obj, self.workload_labels) if self.workload_labels else \
                 parse_pod(obj)

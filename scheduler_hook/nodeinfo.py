@@ -4,6 +4,7 @@ GPU sharing strategy (split from scheduler_hook/state.py, which re-exports these
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,6 +12,8 @@ from typing import Any
 from scheduler_hook import mig_k8s
 from scheduler_hook.podspec import GPU_RESOURCES, PRODUCT_LABEL
 from scheduler_hook.quantity import device_count
+
+log = logging.getLogger("foresight.extender")
 
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 DRAINED_ANNOTATION = "foresight.io/gpu-drained"     # "0,3" or "all"
@@ -55,6 +58,10 @@ def parse_node(obj: Any) -> NodeInfo:
     if not isinstance(name, str) or not name:
         raise ValueError("Node.metadata.name must be a non-empty string")
     labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+    for what, part in (("metadata.labels", labels), ("metadata.annotations", ann),
+                       ("spec", spec), ("status", status)):
+        if not isinstance(part, dict):
+            raise ValueError(f"Node {name}: {what} must be an object")
     alloc = status.get("allocatable") or status.get("capacity") or {}
     if not isinstance(alloc, dict):
         raise ValueError("Node.status.allocatable must be an object")
@@ -78,15 +85,21 @@ def parse_node(obj: Any) -> NodeInfo:
         except (ValueError, TypeError, AttributeError):
             health = {}  # unreadable health annotation: treat as no news, never as unhealthy
     cap = ann.get(POWER_CAP_KEY, labels.get(POWER_CAP_KEY))
+    try:
+        cap = float(cap) if cap is not None else float("nan")
+    except (TypeError, ValueError):  # as health: no news; raising would stop the node watch
+        log.warning("node %s: %s %r is not a number of watts; no cap read", name,
+                    POWER_CAP_KEY, str(cap)[:40])
+        cap = float("nan")
     mem = labels.get(MEMORY_LABEL)
     return NodeInfo(
         name=name, gpu_count=gpus, gpu_model=str(labels.get(PRODUCT_LABEL, "")),
         gpu_mem_mib=float(mem) if mem and str(mem).replace(".", "", 1).isdigit() else 0.0,
         schedulable=ready and not spec.get("unschedulable", False),
         drained=drained, drained_all=drained_raw.lower() == "all", health=health,
-        power_cap_w=float(cap) if cap is not None else float("nan"),
+        power_cap_w=cap,
         rack=next((str(labels[k]) for k in RACK_LABELS if labels.get(k)), ""),
         region=str(labels.get(REGION_LABEL, "")), mig=mig,
         sharing=_SHARING.get(str(labels.get(SHARING_LABEL, "")).lower(), "timeslice"),
-        labels=labels if isinstance(labels, dict) else {},
+        labels=labels,
     )

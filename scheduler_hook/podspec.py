@@ -125,7 +125,9 @@ def _float(value: Any, what: str, lo: float = -math.inf, hi: float = math.inf) -
         x = float(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit JSON integer
         raise PodSpecError(f"{what}: not a number: {str(value)[:40]!r}") from None
-    if not lo <= x <= hi:  # also refuses NaN
+    if not math.isfinite(x):
+        raise PodSpecError(f"{what}: must be a finite number, got {str(value)[:40]!r}")
+    if not lo <= x <= hi:
         def show(b: float) -> str:
             return str(int(b)) if math.isfinite(b) and b == int(b) else f"{b:g}"
         raise PodSpecError(f"{what}: must be a number from {show(lo)} to {show(hi)}, "
@@ -218,6 +220,9 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
                            "characters")
     if not isinstance(ns, str) or len(ns) > 63:
         raise PodSpecError("Pod.metadata.namespace must be a string of at most 63 characters")
+    for key in ("uid", "resourceVersion"):  # strings on every apiserver object
+        if not isinstance(meta.get(key, ""), (str, type(None))):
+            raise PodSpecError(f"Pod.metadata.{key} must be a string")
     ann = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
     if not isinstance(ann, dict) or not isinstance(labels, dict):
@@ -273,7 +278,7 @@ def parse_pod(pod: Any, workload_labels: tuple[str, ...] = WORKLOAD_LABELS) -> P
     if gang_size and low > gang_size:
         raise PodSpecError(f"{GANG_MIN_ANNOTATION} {low} is above the gang's size {gang_size}")
     return PodRequest(
-        namespace=ns, name=name, uid=str(meta.get("uid", "")),
+        namespace=ns, name=name, uid=meta.get("uid") or "",
         node=str(spec.get("nodeName") or ""),
         phase=str(status.get("phase", "Pending")) if isinstance(status, dict) else "Pending",
         gpus=gpus, milli=milli, gpu_memory_mib=mem, workload=workload,

@@ -34,6 +34,17 @@ def _object(body: bytes) -> dict:
     return doc
 
 
+def _go_fields(doc: dict, fields: tuple[str, ...]) -> dict:
+    """`doc` with each of a Go struct's `fields` found by exact key, else case-insensitively,
+    as Go's encoding/json decodes (an extender client or server written in Go takes `pod` and
+    `nodenames` as well)."""
+    if all(f in doc for f in fields):
+        return doc
+    folded = {k.lower(): k for k in doc}
+    return {**doc, **{f: doc[folded[f.lower()]] for f in fields
+                      if f not in doc and f.lower() in folded}}
+
+
 def _pod(doc: dict) -> dict:
     pod = doc.get("Pod")
     if not isinstance(pod, dict):
@@ -43,7 +54,7 @@ def _pod(doc: dict) -> dict:
 
 def parse_args(body: bytes) -> ExtenderArgs:
     """ExtenderArgs{Pod, Nodes, NodeNames}; exactly one of Nodes/NodeNames carries the nodes."""
-    doc = _object(body)
+    doc = _go_fields(_object(body), ("Pod", "Nodes", "NodeNames"))
     pod = _pod(doc)
     names_raw, nodes_raw = doc.get("NodeNames"), doc.get("Nodes")
     if names_raw is not None:
@@ -167,7 +178,7 @@ class BindingArgs:
 
 
 def parse_binding(body: bytes) -> BindingArgs:
-    doc = _object(body)
+    doc = _go_fields(_object(body), ("PodName", "PodNamespace", "PodUID", "Node"))
     vals = {}
     for key in ("PodName", "PodNamespace", "PodUID", "Node"):
         v = doc.get(key, "")

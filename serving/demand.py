@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 from fastapi import Depends, Query
 
+from features.demand_series import parse_times
 from ground.errors import ForesightError
 from serving import metrics
 from serving.deps import ERRORS, Context, get_context, missing, problem, router as _router
@@ -167,9 +168,11 @@ def demand_get(queue: str | None = Query(None, max_length=253),
 def demand_post(req: DemandRequest, horizon: str | None = Query(None, max_length=32),
                 ctx: Context = Depends(get_context)) -> ORJSONResponse:
     """The same forecast from a demand series sent in the body (Nixtla long format)."""
-    try:
-        s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
-        s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601").dt.tz_localize(None)
-    except (ValueError, TypeError, OverflowError) as exc:
-        return problem(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
+    s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
+    try:  # naive is UTC; a mix of both refused
+        s["ds"] = parse_times(s["ds"], "series.ds").dt.tz_localize(None)
+    except ForesightError as exc:
+        return problem(422, str(exc))
+    if s["ds"].isna().any():
+        return problem(422, f"series.ds, data row {int(s['ds'].isna().argmax()) + 1}: empty")
     return _answer(ctx, req.queue, horizon, s)

@@ -13,6 +13,8 @@ import pandas as pd
 from fastapi import Depends
 from starlette.concurrency import run_in_threadpool
 
+from features.demand_series import parse_times
+from ground.errors import ForesightError
 from serving import metrics
 from serving.deps import ERRORS, get_store, missing, problem, router as _router
 from serving.schemas import UsageRequest, UsageResponse
@@ -43,11 +45,13 @@ async def usage(req: UsageRequest, store: ModelStore = Depends(get_store)) -> OR
     m = store.get("usage")
     if m is None:
         return missing("usage", store)
+    s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
     try:
-        s = pd.DataFrame.from_records([r.__dict__ for r in req.series])
-        s["ds"] = pd.to_datetime(s["ds"], utc=True, format="ISO8601")
-    except (ValueError, TypeError, OverflowError) as exc:
-        return problem(422, f"series.ds: not a timestamp ({str(exc)[:120]})")
+        s["ds"] = parse_times(s["ds"], "series.ds")  # naive is UTC; a mix of both refused
+    except ForesightError as exc:
+        return problem(422, str(exc))
+    if s["ds"].isna().any():
+        return problem(422, f"series.ds, data row {int(s['ds'].isna().argmax()) + 1}: empty")
     try:
         body = await run_in_threadpool(forecast, m.model, m.version, s)
     except ValueError as exc:

@@ -173,3 +173,12 @@ def test_watch_backs_off_exponentially_while_the_apiserver_is_down():
     finally:
         w.stop()
     assert np.all(~st.live)
+
+
+def test_an_unreadable_power_cap_is_no_cap_and_does_not_stop_the_node_list(caplog):
+    odd = make_node("odd", gpus=8, annotations={"foresight.io/power-cap-watts": "lots"})
+    st = ClusterState()
+    with caplog.at_level("WARNING", logger="foresight.extender"):
+        st.replace_nodes([odd, make_node("fine", gpus=8)])  # one bad value: the list still reads
+    assert set(st.nodes) == {"odd", "fine"} and np.isnan(st.nodes["odd"].power_cap_w)
+    assert "foresight.io/power-cap-watts 'lots'" in caplog.text

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from pathlib import Path
@@ -109,6 +110,10 @@ def test_prioritize_scores_only_input_names_as_integers_and_packs(served):
      b'{"limits": {"nvidia.com/gpu": "lots"}}}]}}, "NodeNames": ["a"]}', "quantity"),
     (b'{"Pod": {"metadata": {"name": "p", "annotations": {"gpu-fraction": "1.7"}}}, '
      b'"NodeNames": ["a"]}', "gpu-fraction"),
+    (b'{"Pod": {"metadata": {"name": "p", "uid": {"a": 1}}}, "NodeNames": ["a"]}',
+     "metadata.uid"),
+    (b'{"Pod": {"metadata": {"name": "p", "resourceVersion": [1]}}, "NodeNames": ["a"]}',
+     "metadata.resourceVersion"),
 ])
 def test_malformed_bodies_get_400_with_a_reason(served, body, reason):
     client, _ = served
@@ -118,6 +123,28 @@ def test_malformed_bodies_get_400_with_a_reason(served, body, reason):
         assert reason in r.json()["error"]
     r = client.post("/scheduler/bind", content=b'{"PodName": 3}')
     assert r.status_code == 400
+
+
+def test_go_field_names_match_case_insensitively_as_go_decodes_them(served):
+    client, _ = served
+    pod = make_pod("lower", gpus=1)
+    exact = client.post("/scheduler/filter", json={"Pod": pod, "NodeNames": ["gpu-node-1"]})
+    lower = client.post("/scheduler/filter", json={"pod": pod, "nodenames": ["gpu-node-1"]})
+    assert lower.status_code == exact.status_code == 200 and lower.json() == exact.json()
+    bind = client.post("/scheduler/bind", json={"podname": "", "node": "gpu-node-1"})
+    assert bind.status_code == 400 and "PodName" in bind.json()["error"]
+
+
+def test_a_new_pod_class_on_unknown_nodes_is_answered_without_an_error(served, caplog):
+    client, hook = served
+    pod = make_pod("new-class", gpus=3, workload="never-seen")
+    with caplog.at_level(logging.ERROR, logger="foresight.extender"):
+        for names in ([], ["ghost"]):
+            f = client.post("/scheduler/filter", json={"Pod": pod, "NodeNames": names}).json()
+            assert f["NodeNames"] == names and not f["Error"]  # no evidence against a node
+            assert client.post("/scheduler/prioritize",
+                               json={"Pod": pod, "NodeNames": names}).json() == []
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 def test_health_ready_metrics_and_explain(served):

@@ -178,6 +178,10 @@ def test_rest_plan_matches_the_planner(api):
     ({"snapshot": {"items": 3}}, "snapshot"),
     ({"snapshot": {"kind": "List", "items": [a30_node()]}}, "snapshot: node a30-0"),
     ({"snapshot": {"kind": "List", "items": []}}, "snapshot: no MIG node"),
+    ({"snapshot": {"kind": "List", "items": [{**a30_node(), "metadata": {
+        "name": "a30-0", "labels": ["x"]}}]}}, "snapshot: node 0: Node a30-0: metadata.labels"),
+    ({"snapshot": {"kind": "List", "items": [{**a30_node(), "status": "Ready"}]}},
+     "snapshot: node 0: Node a30-0: status must be an object"),
 ])
 def test_rest_bad_input_is_422_naming_the_field(api, body, field):
     r = api.post("/v1/mig/plan", json=body)

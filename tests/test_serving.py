@@ -165,6 +165,11 @@ def test_demand_from_a_posted_series_and_from_the_server_file(registry, tmp_path
         assert f["origin"].startswith("2026-01-04T00:00")  # the bin after the last one
     bad = client.post("/v1/demand?horizon=5h", json={"series": rows})
     assert bad.status_code == 422 and bad.json()["error"].startswith("horizon")
+    # one time with an offset among naive ones: refused, not shifted by pandas
+    mixed = [{**rows[0], "ds": "2026-01-01T02:00:00+02:00"}, *rows[1:]]
+    bad = client.post("/v1/demand", json={"series": mixed})
+    assert bad.status_code == 422 and "series.ds" in bad.json()["error"] and \
+        "mixed" in bad.json()["error"], bad.text
     csv = tmp_path / "demand.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     store = ModelStore(str(registry))
@@ -262,6 +267,12 @@ def test_score_reuses_the_extender_engine_with_registry_models(registry):
     assert prio.status_code == 200  # the extender verbs are mounted in the same app
     assert client.post("/scheduler/filter", content=b"").status_code == 400  # was a 500
     assert client.post("/v1/score", json={"pod": {"spec": 3}, "nodes": ["a"]}).status_code == 422
+    odd = client.post("/v1/score", json={"pod": {**pod, "metadata": {
+        **pod["metadata"], "uid": {"a": 1}}}, "nodes": ["a"]})
+    assert odd.status_code == 422 and "metadata.uid" in odd.json()["error"]
+    new = make_pod("q", gpus=3, workload="never-seen")  # a class no node was scored for yet
+    none = client.post("/v1/score", json={"pod": new, "nodes": ["ghost"]})
+    assert none.status_code == 200 and none.json()["nodes"] == [], none.text  # was a 503
 
 
 def test_score_explains_a_repeated_question_once_and_again_after_a_change(registry):

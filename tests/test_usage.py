@@ -77,6 +77,7 @@ def test_save_load(fitted, tmp_path):
     m.save(tmp_path / "u")
     q = UsageForecaster.load(tmp_path / "u")
     pd.testing.assert_frame_equal(q.predict_origins(df, start), m.predict_origins(df, start))
+    assert q.bin_ == m.bin_ == pd.Timedelta("1min")  # the bins fitted: the API checks them
 
 
 def test_old_schema_is_a_clear_error(fitted, tmp_path):

@@ -55,6 +55,12 @@ def test_usage_forecast_matches_the_backtest_at_the_same_origin(served):
     assert (got["p10"] <= got["p50"]).all() and (got["p50"] <= got["p90"]).all()
 
 
+def _stretch(ds: str, k: int, plus_s: int = 0) -> str:
+    """`ds` k times as far from START, plus_s seconds later."""
+    t = pd.Timestamp(ds)
+    return (START + (t - START) * k + pd.Timedelta(seconds=plus_s)).isoformat()
+
+
 @pytest.mark.parametrize("mutate,field", [
     (lambda b: b["series"][0].update(ds="yesterday"), "series.ds"),
     (lambda b: b["series"][0].update(y=-1.0), "y"),
@@ -62,6 +68,11 @@ def test_usage_forecast_matches_the_backtest_at_the_same_origin(served):
     (lambda b: b.update(series=[dict(b["series"][0]), {**b["series"][0], "unique_id": "x"}]),
      "two bins"),
     (lambda b: b["series"][0].update(extra=1), "extra"),
+    # a naive time among zoned ones (pandas would shift it by their offset)
+    (lambda b: b["series"][0].update(ds=b["series"][0]["ds"][:19]), "mixed"),
+    (lambda b: b["series"][1].update(ds=""), "series.ds"),
+    (lambda b: [r.update(ds=_stretch(r["ds"], 2)) for r in b["series"]], "fitted on"),
+    (lambda b: b["series"][1].update(ds=_stretch(b["series"][1]["ds"], 1, 17)), "off the"),
 ])
 def test_bad_usage_input_is_a_422_naming_the_field(served, mutate, field):
     client, _, df = served

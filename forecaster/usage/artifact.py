@@ -43,6 +43,8 @@ def save_usage(m: Any, path: str | Path) -> None:
         "recent_intervals": m.recent_intervals,
         "min_gain": m.min_gain,  # the re-pick applies it at each origin
         "train_end": m.train_end_.isoformat(),
+        "bin_seconds": m.bin_.total_seconds() if getattr(m, "bin_", None) is not None
+        else None,
         "phases": m.phases_, "phase_typical_bins": m.ph_typ_,
         "hurdle": m.hurdle, "hurdle_used": m.hurdle_,
         "still_constant": still if isinstance(still, float) else None}, indent=1))
@@ -67,6 +69,7 @@ def load_usage(cls: type, path: str | Path) -> Any:
             recent_intervals=man.get("recent_intervals", False),
             min_gain=man.get("min_gain", 0.03), tune=tuple(man.get("tune", ())))
     m.params_ = man.get("params", {})
+    m.bin_ = pd.Timedelta(seconds=man["bin_seconds"]) if man.get("bin_seconds") else None
     m.train_end_ = pd.Timestamp(man["train_end"]) if man.get("train_end") else None
     m.features_, m.q_, m.base_ = man["features"], man["quantiles"], man["base"]
     m.ses_alpha_, m.y_max_ = man["ses_alpha"], man["y_max"]

@@ -218,7 +218,7 @@ class UsageForecaster:
         t = pd.to_datetime(d["origins"], utc=True)
         step = pd.Series(t[1:] - t[:-1])
         step = step[step > pd.Timedelta(0)].min()
-        d["step"] = step
+        d["step"] = self.bin_ = step  # predict_latest refuses series of another width
         cut = t[ok].sort_values()[int(ok.sum() * (1 - self.val_frac))]
         fit_rows = ok & np.asarray(t + self.horizon * step <= cut)
         val_rows = ok & np.asarray(t >= cut)
@@ -287,12 +287,28 @@ class UsageForecaster:
         if pd.isna(step):
             raise ValueError("series: need at least two bins of one series to know the bin "
                              "width")
+        self._check_bins(df, step)
         nxt = pd.DataFrame({"unique_id": last.index, "ds": last.to_numpy() + step, "y": np.nan})
         d = self.design(pd.concat([df[["unique_id", "ds", "y"]], nxt], ignore_index=True))
         t = pd.to_datetime(d["origins"], utc=True)
         ends = pd.to_datetime(pd.Series(d["ids"]).map(nxt.set_index("unique_id")["ds"]),
                               utc=True)
         return self._serve(d, np.asarray(t == pd.DatetimeIndex(ends)))
+
+    def _check_bins(self, df: pd.DataFrame, step: pd.Timedelta) -> None:
+        """ValueError naming `series.ds` unless every series lies on a grid of the bin width
+        fitted, at that width (a model loaded from before it was stored: `df`'s own width)."""
+        fitted = getattr(self, "bin_", None)
+        grid = pd.Timedelta(fitted) if fitted is not None else step
+        gap = df.groupby("unique_id", sort=False)["ds"].diff()
+        off = gap.notna() & (gap % grid != pd.Timedelta(0))
+        if off.any():
+            r = df[off.to_numpy()].iloc[0]
+            raise ValueError(f"series.ds: {r['unique_id']!r} at {r['ds']} is off the "
+                             f"{grid.total_seconds():g} s grid of its bins")
+        if step != grid:
+            raise ValueError(f"series.ds: bins {step.total_seconds():g} s apart; the model in "
+                             f"service was fitted on {grid.total_seconds():g} s bins")
 
     def window_bins(self) -> int:
         """The re-pick's window in bins."""

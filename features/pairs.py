@@ -93,6 +93,12 @@ def _measurement(root: Path) -> pd.DataFrame:
                              ) from None
 
 
+def _row(mask: pd.Series) -> int:
+    """1-based data row (header not counted) of the first True: the table is re-indexed
+    0..n-1 here, so position + 1 is the file's data row."""
+    return int(np.flatnonzero(mask.to_numpy())[0]) + 1
+
+
 def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
     """Return the usable columns of a pair table with contract dtypes, or raise ForesightError.
 
@@ -124,7 +130,7 @@ def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
         if bad.any():
             raise ForesightError(
                 f"column {col!r} has non-numeric value {out[col][bad].iloc[0]!r} "
-                f"(row {int(np.flatnonzero(bad.to_numpy())[0])})")
+                f"(data row {_row(bad)})")
         out[col] = num.astype("float64")
     for col in IDENTITY_COLUMNS + CONTEXT_COLUMNS:
         if col in out.columns:
@@ -148,7 +154,7 @@ def validate_pairs(df: pd.DataFrame, require_targets: bool) -> pd.DataFrame:
             bad = (y <= 0) | (y > 2)
             if bad.any():
                 raise ForesightError(
-                    f"column {col!r} must lie in (0, 2]; row {int(np.flatnonzero(bad.to_numpy())[0])}"
+                    f"column {col!r} must lie in (0, 2]; data row {_row(bad)}"
                     f" has {float(y[bad].iloc[0])}")
     return out
 

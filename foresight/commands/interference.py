@@ -22,18 +22,33 @@ def _read(path: Path | list[Path], require_targets: bool
           ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """One pair table from one source, or from several stacked (e.g. one colocate.py run per
     set of workloads: a pair measured in two runs counts twice): as read, and validated.
-    The readers' warnings go to stderr, one line each."""
+    Each source is validated on its own, its errors and warnings naming it: stacked, an
+    unrelated table (a demand series) would otherwise pass on the others' columns and add
+    junk rows. The readers' warnings go to stderr, one line each."""
     from features.pairs import read_pairs, validate_pairs
 
     paths = path if isinstance(path, list) else [path]
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        raw = [read_pairs(p) for p in paths]
-        raw = raw[0] if len(raw) == 1 else pd.concat(raw, ignore_index=True)
-        pairs = validate_pairs(raw, require_targets=require_targets)
-    for w in caught:
-        err_console.print(f"[yellow]warning:[/] {w.message}", soft_wrap=True)
-    return raw, pairs
+    raw, valid, notes = [], [], []
+    for p in paths:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            r = read_pairs(p)  # its errors name the path already
+            try:
+                valid.append(validate_pairs(r, require_targets=require_targets))
+            except ForesightError as exc:
+                raise ForesightError(f"{p}: {exc}") from None
+        raw.append(r)
+        notes += [f"{p}: {w.message}" for w in caught]
+    for n in notes:
+        err_console.print(f"[yellow]warning:[/] {n}", soft_wrap=True)
+    if len(paths) == 1:
+        return raw[0], valid[0]
+    # the stack re-validated: a column one source lacks is empty in its rows (names "")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # each source's own warnings were given above
+        pairs = validate_pairs(pd.concat(valid, ignore_index=True),
+                               require_targets=require_targets)
+    return pd.concat(raw, ignore_index=True), pairs
 
 
 def _one_workload(table: pd.DataFrame) -> None:
@@ -111,6 +126,9 @@ def predict(model_dir: Path = typer.Option(..., "--model-dir", help="Saved model
     """Predict both sides' speed and its p10 for each pair; writes input + predictions."""
     from forecaster.interference.model import InterferenceModel
 
+    if model_dir.exists() and not model_dir.is_dir():  # else the loader's OSError, exit 1
+        raise ForesightError(f"--model-dir {model_dir} is a file: give the directory "
+                             "`interference fit` wrote")
     check_output(out, "--out", inputs={"--pairs": pairs, "--model-dir": model_dir})
     model = InterferenceModel.load(model_dir)
     raw, table = _read(pairs, require_targets=False)  # warns on ignored columns

@@ -78,19 +78,21 @@ def parse_times(values: pd.Series, what: str) -> pd.Series:
     text = pd.Series([*uniq, None], dtype="string").str.strip().str.upper().str.replace(
         r"\s*(?:UTC|GMT)$", "Z", regex=True)
     zoned = text.str.contains(_ZONED, regex=True).fillna(False).to_numpy(dtype=bool)[codes]
+    parsed = pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601", utc=True,
+                                             errors="coerce"))[codes]
+    # a word is "not a time" before it is "naive among zoned": asked in the other order, a
+    # word in a zoned column read as a naive time and got the wrong message
+    bad = given & parsed.isna()
+    if bad.any():
+        raise ForesightError(f"{what}, data row {data_row(bad)}: {str(values[bad].iloc[0])!r} is "
+                             "not parsable as a time: use ISO 8601 / RFC 3339 "
+                             "(2026-01-04T18:10:00Z) or epoch seconds")
     if given.any():
         mixed = given & (zoned != zoned[np.argmax(given.to_numpy())])
         if mixed.any():
             raise ForesightError(f"{what}, data row {data_row(mixed)}: "
                                  f"{str(values[mixed].iloc[0])!r}: times with and without a UTC "
                                  "offset are mixed; give all with one")
-    parsed = pd.DatetimeIndex(pd.to_datetime(text, format="ISO8601", utc=True,
-                                             errors="coerce"))[codes]
-    bad = given & parsed.isna()
-    if bad.any():
-        raise ForesightError(f"{what}, data row {data_row(bad)}: {str(values[bad].iloc[0])!r} is "
-                             "not parsable as a time: use ISO 8601 / RFC 3339 "
-                             "(2026-01-04T18:10:00Z) or epoch seconds")
     return pd.Series(parsed, index=values.index)
 
 
@@ -142,8 +144,10 @@ def validate_long(df: pd.DataFrame, what: str = "series") -> pd.DataFrame:
     y = pd.to_numeric(df["y"], errors="coerce")
     bad = y.isna() | ~np.isfinite(y.fillna(0.0))
     if bad.any():
+        first = df["y"][bad].iloc[0]  # shown plainly: repr of a numpy NaN is np.float64(nan)
+        first = "empty or NaN" if pd.isna(first) else repr(str(first))
         raise ForesightError(f"{what}: column y has {int(bad.sum())} non-numeric or empty "
-                             f"value(s), first {df['y'][bad].iloc[0]!r} (data row {data_row(bad)})")
+                             f"value(s), first {first} (data row {data_row(bad)})")
     big = y.abs() > MAX_Y
     if big.any():
         raise ForesightError(f"{what}: column y, data row {data_row(big)}: "

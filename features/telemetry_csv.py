@@ -73,14 +73,30 @@ def _timestamps(col: pd.Series, path: Path) -> np.ndarray:
     if not seconds:
         return ts.dt.as_unit("ns").astype("int64").to_numpy()
     base = 0.0 if x.min() >= _EPOCH_S else 1.7e9  # relative: anchor at a fixed date
+    # past pandas' clock (years 1677..2262) the ns cast overflows: the phases came out NaN
+    far = ~(np.abs(x + base) < 9.2e9)
+    if far.any():
+        i = int(np.flatnonzero(far)[0])
+        raise TelemetryCsvError(f"{path}: ts column, data row {i + 1}: {str(col.iloc[i])!r} "
+                                "seconds falls outside years 1677..2262 (milliseconds? give "
+                                "seconds)")
     return ((x + base) * 1e9).round().astype(np.int64)
 
 
 def _negatives(df: pd.DataFrame, mapping: dict[str, str], path: Path) -> None:
     """DCGM's utilizations, clocks, power, framebuffer, activities and byte counts are never
-    negative: a negative value is a broken export, not a reading (a peak FB of -4.9 GiB)."""
+    negative: a negative value is a broken export, not a reading (a peak FB of -4.9 GiB).
+    Text is no reading either (an empty cell is a missing one): read as missing, a word in
+    the SM activity made a spurious idle phase."""
     for c in mapping:
-        neg = (pd.to_numeric(df[c], errors="coerce") < 0).to_numpy()
+        num = pd.to_numeric(df[c], errors="coerce")
+        text = (num.isna() & df[c].notna()).to_numpy()
+        if text.any():
+            i = int(np.flatnonzero(text)[0])
+            raise TelemetryCsvError(f"{path}: column {c}, data row {i + 1}: "
+                                    f"{str(df[c].iloc[i])!r} is not a number "
+                                    f"({int(text.sum())} such value(s) in all)")
+        neg = (num < 0).to_numpy()
         if neg.any():
             i = int(np.flatnonzero(neg)[0])
             raise TelemetryCsvError(f"{path}: column {c} is negative on line {i + 2} "

@@ -230,11 +230,19 @@ class NewJobPredictor:
             c = self.reg_.predict(X[~known])
             p50[~known], up[~known] = np.exp(c), np.exp(c + self.q_model_)
             if self.clf_ is not None:
-                used[~known] = [self.works_[i] for i in self.clf_.predict(X[~known])]
+                used[~known] = [self.works_[i] for i in self._classes(X[~known])]
             else:
                 used[~known] = self.works_[0]
         return pd.DataFrame({"source": np.where(known, "key", "model"), "workload": used,
                              "peak_fb_p50_mib": p50.round(1), "peak_fb_upper_mib": up.round(1)})
+
+    def _classes(self, X: pd.DataFrame) -> np.ndarray:
+        """The classifier's workload index per row. Read back from text with two workloads it
+        is a binary booster: one probability per row (argmax over it failed)."""
+        if not isinstance(self.clf_, LoadedBooster):
+            return self.clf_.predict(X)
+        p = np.asarray(self.clf_.booster_.predict(X))
+        return np.argmax(p, axis=1) if p.ndim == 2 else (p > 0.5).astype(int)
 
     # ---- artifact -------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:
@@ -276,8 +284,9 @@ class NewJobPredictor:
         m.q_cfg_pooled_ = man["q_config_pooled"]
         m.own_ = man.get("upper_own_log_mib", {})  # absent before: the median + residual bound
         m.reg_ = _booster(p / "peak_fb.txt")
-        wf = p / "workload.txt"
-        m.clf_ = _booster(wf, classes=True) if wf.exists() else None
+        # save writes the classifier whenever there are two workloads: missing then, it is a
+        # deleted file (read as absent, every unknown job was named the first workload)
+        m.clf_ = _booster(p / "workload.txt", classes=True) if len(m.works_) >= 2 else None
         return m
 
 

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
+import numpy as np
 import pandas as pd
 import typer
 from rich.console import Console
@@ -29,7 +30,35 @@ def _load_fp(path: Path) -> dict:
         raise ForesightError(f"{path}: not a fingerprint JSON ({exc})") from None
     if not isinstance(doc, dict) or "workloads" not in doc or "schema_version" not in doc:
         raise ForesightError(f"{path}: not a fingerprint JSON (no schema_version/workloads)")
+    if not isinstance(doc["workloads"], dict):
+        raise ForesightError(f"{path}: not a fingerprint JSON (workloads is not an object)")
     return doc
+
+
+def _entry(path: Path, name: str, fp: object) -> dict:
+    """A workload's fingerprint as `show` plots it; an edited or foreign entry is one line
+    naming what it lacks (it was a KeyError or TypeError out of the plot)."""
+    def lacks(what: str) -> ForesightError:
+        return ForesightError(f"{path}: not a fingerprint JSON (workload {name} lacks {what})")
+
+    if not isinstance(fp, dict):
+        raise lacks("an object: it is not one")
+    ex = fp.get("example_run")
+    if not isinstance(ex, dict) or not isinstance(ex.get("segments"), list) or \
+            not isinstance(ex.get("series"), dict) or \
+            not isinstance(ex["series"].get("t_s"), list):
+        raise lacks("example_run (an object with segments and series.t_s)")
+    phases = fp.get("phases")
+    if not isinstance(phases, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("time_share"), (int, float))
+            and isinstance(v.get("metrics", {}), dict) for v in phases.values()):
+        raise lacks("phases (an object of phases, each with a time_share)")
+    if not isinstance(fp.get("peak_fb_mib"), dict):
+        raise lacks("peak_fb_mib (an object with p95 and max)")
+    for k in ("runs", "sample_step_s"):
+        if not isinstance(fp.get(k), (int, float)):
+            raise lacks(f"{k} (a number)")
+    return fp
 
 
 def _tables(data: Path) -> dict:
@@ -204,8 +233,15 @@ def show(workload: str = typer.Argument(..., help="Workload key as listed by bui
     if workload not in doc["workloads"]:
         raise ForesightError(f"unknown workload {workload!r}; known: "
                              f"{', '.join(sorted(doc['workloads']))}")
+    fp = _entry(fingerprint, workload, doc["workloads"][workload])
     out.parent.mkdir(parents=True, exist_ok=True)
-    plot_fingerprint(workload, doc["workloads"][workload], out)
+    try:
+        plot_fingerprint(workload, fp, out)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+        # deeper edits than _entry asks about (a segment of two fields, text in a series)
+        raise ForesightError(f"{fingerprint}: not a fingerprint JSON (workload {workload}: "
+                             f"{type(exc).__name__} {str(exc).splitlines()[0] if str(exc) else ''}"
+                             ")") from None
     console.print(f"wrote {out}")
 
 
@@ -243,9 +279,13 @@ def predict(predictor: Path = typer.Option(..., "--predictor", help="Directory f
         console.print(f"workload {workload!r} is not in the predictor: the bound comes from "
                       f"the job's metadata, and the most similar known workload is "
                       f"{r['workload']!r}")
+    up = r["peak_fb_upper_mib"]
+    # inf is no bound: too few residuals for the conformal quantile at this coverage
+    upper = f"{up:.0f} (coverage {m.coverage:g})" if np.isfinite(up) else (
+        f"unbounded (too few {'runs of this workload' if r['source'] == 'key' else 'runs'} "
+        f"to bound the peak at coverage {m.coverage:g}: fit on more runs)")
     console.print(f"source={r['source']} workload={r['workload']} peak_fb_p50_mib="
-                  f"{r['peak_fb_p50_mib']:.0f} peak_fb_upper_mib={r['peak_fb_upper_mib']:.0f} "
-                  f"(coverage {m.coverage:g})")
+                  f"{r['peak_fb_p50_mib']:.0f} peak_fb_upper_mib={upper}")
 
 
 def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step times of one "
@@ -284,6 +324,16 @@ def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step time
         has = ", ".join(map(str, df.columns[:8])) + (", ..." if len(df.columns) > 8 else "")
         raise ForesightError(f"--csv {csv}: no column {', '.join(missing)} (has {has}); "
                              "see --step-col, --worker-col, --value-col")
+    for col in (value_col, step_col):
+        num = pd.to_numeric(df[col], errors="coerce")
+        text = num.isna() & df[col].notna()
+        # a word is no time (read as missing it passed), nor a step among numbered ones (it
+        # made a step of its own); a step column all of names stays as given
+        if text.any() and (col == value_col or num.notna().any()):
+            i = int(text.to_numpy().argmax())
+            raise ForesightError(f"--csv {csv}: column {col}, data row {i + 1}: "
+                                 f"{str(df[col].iloc[i])!r} is not a number "
+                                 f"({int(text.sum())} such value(s) in all)")
     df[value_col] = pd.to_numeric(df[value_col], errors="coerce")
     if df[value_col].notna().sum() == 0:
         raise ForesightError(f"--csv {csv}: no numeric {value_col}")

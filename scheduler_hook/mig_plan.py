@@ -148,28 +148,45 @@ def _per_gpu(caps: dict[str, int], gpus: int) -> mig.Geometry:
         if gpus and all(n % gpus == 0 for n in caps.values()) else {}
 
 
+#: Most instances of one profile a forecast may ask: a million is beyond any cluster's MIG
+#: slices; more is a forecast in other units (or 1e300), planned as a 300-digit count.
+MAX_INSTANCES = 1e6
+
+
 def demand_from_forecast(rows: Iterable[dict], quantile: str = "p90") -> dict[str, float]:
     """Instances per profile from forecast rows (`unique_id`, `p10|p50|p90`, optional
-    `origin`): series whose last `|` part is `mig:<profile>`, latest origin each, summed."""
+    `origin`): series whose last `|` part is `mig:<profile>`, latest origin each, summed.
+    Rows are named 1-based (a CSV's data row, the n-th item of a JSON list)."""
     if quantile not in QUANTILES:
         raise ValueError(f"quantile {quantile!r}: choose one of {', '.join(QUANTILES)}")
     latest: dict[str, tuple[str, float]] = {}
-    for i, r in enumerate(rows):
+    for i, r in enumerate(rows, 1):
         uid = str(r.get("unique_id", ""))
         shape = uid.rsplit("|", 1)[-1]
         if not shape.startswith("mig:"):
             continue
         if not 1 <= mig.profile_compute(shape[4:]) <= mig.COMPUTE_SLICES:
             raise ValueError(f"forecast row {i}: {uid!r}: not a MIG profile like 1g.10gb")
+        if quantile not in r:  # a renamed column is missing, not "not a number"
+            raise ValueError(f"forecast row {i}: no column {quantile} (a forecast has "
+                             f"unique_id and {', '.join(QUANTILES)})")
+        raw = r[quantile]
         try:
-            v = float(r[quantile])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"forecast row {i}: {quantile}: not a number") from None
+            v = float(raw)
+        except (TypeError, ValueError):
+            raise ValueError(f"forecast row {i}: {quantile} is empty" if raw in (None, "") else
+                             f"forecast row {i}: {quantile}: {raw!r} is not a number") from None
         if not math.isfinite(v):
             raise ValueError(f"forecast row {i}: {quantile}: not finite")
+        if v < 0:
+            raise ValueError(f"forecast row {i}: {quantile}: {v:g} is negative: a count of "
+                             "MIG instances is never negative")
+        if v > MAX_INSTANCES:
+            raise ValueError(f"forecast row {i}: {quantile}: {v:g} is above {MAX_INSTANCES:g} "
+                             "instances, beyond any cluster (a forecast in other units?)")
         origin = str(r.get("origin", ""))
         if uid not in latest or origin >= latest[uid][0]:
-            latest[uid] = (origin, max(v, 0.0))
+            latest[uid] = (origin, v)
     out: dict[str, float] = {}
     for uid, (_, v) in latest.items():
         prof = uid.rsplit("|", 1)[-1][4:]

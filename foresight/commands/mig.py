@@ -18,7 +18,7 @@ console = Console() if sys.stdout.isatty() else Console(width=180)
 DEMO_DIR = Path(__file__).resolve().parents[2] / "data" / "mig"
 
 
-def _read_forecast(path: Path) -> list[dict]:
+def _read_forecast(path: Path, quantile: str) -> list[dict]:
     try:
         with path.open(newline="", encoding="utf-8-sig") as fh:  # a BOM is not a column name
             reader = csv.DictReader(fh)
@@ -31,8 +31,13 @@ def _read_forecast(path: Path) -> list[dict]:
         raise ForesightError(f"forecast {path}: not a CSV ({exc})") from None
     if header is None:  # not even a header: not a forecast of no demand
         raise ForesightError(f"forecast {path} is empty")
-    if rows and "unique_id" not in rows[0]:
-        raise ForesightError(f"forecast {path}: missing column unique_id")
+    # another table (a demand series) has no MIG row either: it planned from the pods
+    # as if no forecast had been given
+    missing = [c for c in ("unique_id", quantile) if c not in header]
+    if missing:
+        raise ForesightError(f"forecast {path}: missing column {', '.join(missing)} (a "
+                             "forecast has unique_id and p10, p50, p90: demand forecast --out "
+                             "writes one)")
     return rows
 
 
@@ -142,7 +147,7 @@ def register(app: typer.Typer) -> None:
               ) -> None:
         """Propose a mig-parted config per MIG node covering forecast demand with few changes."""
         from scheduler_hook.mig import MigError
-        from scheduler_hook.mig_plan import QUANTILES, plan_objects
+        from scheduler_hook.mig_plan import QUANTILES, demand_from_forecast, plan_objects
 
         if quantile not in QUANTILES:
             raise ForesightError(f"--quantile {quantile!r}: choose one of {', '.join(QUANTILES)}")
@@ -153,8 +158,13 @@ def register(app: typer.Typer) -> None:
             raise ForesightError("give --forecast or --series, not both")
         if forecast is None and series is None and demo:
             forecast = DEMO_DIR / "demo_forecast.csv"
-        rows = _read_forecast(forecast) if forecast is not None else \
+        rows = _read_forecast(forecast, quantile) if forecast is not None else \
             _forecast_series(series, freq, horizon, agg, val_bins) if series is not None else None
+        if forecast is not None:  # its row errors name the file (plan_objects' do not)
+            try:
+                demand_from_forecast(rows, quantile)
+            except (MigError, ValueError) as exc:
+                raise ForesightError(f"{forecast}: {exc}") from None
         try:
             p = plan_objects(nodes, pods, rows, quantile, custom)
         except (MigError, ValueError) as exc:

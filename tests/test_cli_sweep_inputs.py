@@ -78,3 +78,25 @@ def test_demand_from_forecast_names_a_missing_column_and_bounds_values():
         demand_from_forecast([{**ok, "p90": None}])
     with pytest.raises(ValueError, match="never negative"):
         demand_from_forecast([{**ok, "p90": -0.5}])
+
+
+# ------------------------------------------------------------------ serve
+@pytest.fixture()
+def no_server(monkeypatch):
+    """A check that is missing would start a server: fail instead of hanging."""
+    def run(*a, **k):
+        raise AssertionError("uvicorn.run reached: the bad input was not refused")
+    monkeypatch.setattr("uvicorn.run", run)
+
+
+def test_serve_refuses_a_nan_reload_period(capsys, no_server):
+    one_line(capsys, main(["serve", "--only", "api", "--host", "127.0.0.1", "--reload-s",
+                           "nan"]), "--reload-s nan", "finite")
+
+
+def test_serve_refuses_a_demand_series_with_text_in_y(tmp_path, capsys, no_server):
+    s = _write(tmp_path / "Sy.csv", "unique_id,ds,y\nq,2026-01-01T00:00:00Z,1\n"
+               "q,2026-01-01T00:10:00Z,abc\n")
+    one_line(capsys, main(["serve", "--only", "api", "--host", "127.0.0.1",
+                           "--demand-series", str(s)]),
+             "--demand-series", "Sy.csv", "column y", "'abc'", "data row 2")

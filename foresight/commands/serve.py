@@ -127,6 +127,9 @@ def register(app: typer.Typer) -> None:
             raise ForesightError(f"--port {port}: not a TCP port")
         if not max_body_mb > 0:  # and NaN
             raise ForesightError(f"--max-body-mb {max_body_mb}: must be > 0")
+        if not 0 < reload_s < float("inf"):  # NaN passed `<= 0` and the poller never slept
+            raise ForesightError(f"--reload-s {reload_s}: must be a finite number of "
+                                 "seconds > 0")
         if kubeconfig is not None and not kubeconfig.is_file():
             raise ForesightError(f"kubeconfig not found: {kubeconfig}")
         if snapshot is not None and snapshot.is_dir():
@@ -213,12 +216,21 @@ def register(app: typer.Typer) -> None:
 def _check_series(path: Path) -> None:
     """Read the demand series as GET /v1/demand will, now: wrong columns are one line at start,
     not a 4xx on every request later."""
+    import pandas as pd
+
+    from features.demand_series import read_series_csv, validate_long
     from serving.demand import read_series
 
     if not path.is_file():
         raise ForesightError(f"--demand-series {path}: not found or not a file")
     try:
         read_series(path)
+        # and its values, as the demand readers check them: a word in y passed here and made
+        # every GET /v1/demand a 422
+        if path.suffix == ".parquet":
+            validate_long(pd.read_parquet(path), what=str(path))
+        else:
+            read_series_csv(path)
     except ForesightError as exc:
         raise ForesightError(f"--demand-series: {str(exc).splitlines()[0]}") from None
     except (ValueError, TypeError) as exc:  # a `ds` that is not a time

@@ -105,8 +105,7 @@ def write_tables(out_dir: str | Path, tables: dict[str, pd.DataFrame]) -> dict[s
 def read_tables(data_dir: str | Path) -> dict[str, pd.DataFrame]:
     """Read the cached tables back, conformed to their contracts."""
     data = Path(data_dir)
-    if not data.is_dir():
-        raise ForesightError(f"data directory {data} does not exist")
+    _check_dir(data)
     contracts = {"samples": schema.GPU_SAMPLE_COLUMNS, "pods": schema.POD_COLUMNS,
                  "queues": schema.QUEUE_SAMPLE_COLUMNS}
     tables = {}
@@ -124,11 +123,21 @@ def read_tables(data_dir: str | Path) -> dict[str, pd.DataFrame]:
 
 def read_pods(data_dir: str | Path) -> pd.DataFrame:
     """The pods table of a tables directory alone (the GPU samples are not read)."""
+    _check_dir(Path(data_dir))
     path = Path(data_dir) / TABLE_FILES["pods"]
     if not path.is_file():
         raise ForesightError(f"{data_dir} has no {TABLE_FILES['pods']}: run `foresight ingest` "
                              "or `foresight simulate` first")
     return _read_table(path, "pods", schema.POD_COLUMNS)
+
+
+def _check_dir(data: Path) -> None:
+    """A tables directory is there and is one (a file given was said not to exist)."""
+    if data.exists() and not data.is_dir():
+        raise ForesightError(f"data directory {data} is a file, not a directory: give the "
+                             "directory `foresight simulate --out` or `foresight ingest` wrote")
+    if not data.is_dir():
+        raise ForesightError(f"data directory {data} does not exist")
 
 
 def _read_table(path: Path, name: str, cols) -> pd.DataFrame:

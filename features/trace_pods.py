@@ -24,6 +24,26 @@ def _read(path: str | Path, what: str) -> pd.DataFrame:
     return pd.read_csv(p)
 
 
+def _num(raw: pd.DataFrame, col: str, path: str | Path) -> pd.Series:
+    """`col` as floats (empty: NaN); text is named by column and data row, not pandas'
+    "could not convert string to float"."""
+    if col not in raw:
+        raise KeyError(col)  # the CLI's "missing column" line
+    num = pd.to_numeric(raw[col], errors="coerce")
+    bad = num.isna() & raw[col].notna()
+    if bad.any():
+        i = int(bad.to_numpy().nonzero()[0][0])
+        raise ForesightError(f"{path}: column {col}, data row {i + 1}: "
+                             f"{str(raw[col].iloc[i])!r} is not a number")
+    return num.astype(float)
+
+
+def _times(raw: pd.DataFrame, path: str | Path) -> dict[str, pd.Series]:
+    return {"created": _num(raw, "creation_time", path),
+            "started": _num(raw, "scheduled_time", path),
+            "finished": _num(raw, "deletion_time", path)}
+
+
 def _checked(df: pd.DataFrame, path: str | Path) -> pd.DataFrame:
     """Rows a run time cannot come from are named, not learned from or dropped unsaid: a
     negative GPU request, a time past any trace's clock, a deletion before the creation."""
@@ -40,7 +60,8 @@ def _checked(df: pd.DataFrame, path: str | Path) -> pd.DataFrame:
 
 def openb_pods(path: str | Path) -> pd.DataFrame:
     raw = _read(path, "openb pod list")
-    neg = (raw["num_gpu"] < 0) | (raw["gpu_milli"] < 0)  # -4 x 0 milli would read as 0 GPUs
+    gpus, milli = _num(raw, "num_gpu", path), _num(raw, "gpu_milli", path)
+    neg = (gpus < 0) | (milli < 0)  # -4 x 0 milli would read as 0 GPUs
     if neg.any():
         i = int(neg.to_numpy().nonzero()[0][0])
         raise ForesightError(f"{path}: data row {i + 1}: num_gpu and gpu_milli are counts >= 0")
@@ -50,10 +71,7 @@ def openb_pods(path: str | Path) -> pd.DataFrame:
     return _checked(pd.DataFrame({
         "namespace": "openb", "pod": raw["name"].astype(str), "node": "",
         "queue": raw["qos"].astype(str), "priority": raw["qos"].astype(str),
-        "workload": tmpl, "gpu_request": raw["num_gpu"] * raw["gpu_milli"] / 1000.0,
-        "created": raw["creation_time"].astype(float),
-        "started": raw["scheduled_time"].astype(float),
-        "finished": raw["deletion_time"].astype(float)}), path)
+        "workload": tmpl, "gpu_request": gpus * milli / 1000.0, **_times(raw, path)}), path)
 
 
 def dlrm_pods(path: str | Path) -> pd.DataFrame:
@@ -61,7 +79,5 @@ def dlrm_pods(path: str | Path) -> pd.DataFrame:
     return _checked(pd.DataFrame({
         "namespace": "dlrm", "pod": raw["instance_sn"].astype(str), "node": "",
         "queue": raw["role"].astype(str), "priority": 0,
-        "workload": raw["app_name"].astype(str), "gpu_request": raw["gpu_request"].astype(float),
-        "created": raw["creation_time"].astype(float),
-        "started": raw["scheduled_time"].astype(float),
-        "finished": raw["deletion_time"].astype(float)}), path)
+        "workload": raw["app_name"].astype(str), "gpu_request": _num(raw, "gpu_request", path),
+        **_times(raw, path)}), path)

@@ -100,3 +100,35 @@ def test_serve_refuses_a_demand_series_with_text_in_y(tmp_path, capsys, no_serve
     one_line(capsys, main(["serve", "--only", "api", "--host", "127.0.0.1",
                            "--demand-series", str(s)]),
              "--demand-series", "Sy.csv", "column y", "'abc'", "data row 2")
+
+
+# ------------------------------------------------------------------ --data a file, traces
+@pytest.mark.parametrize("args", [["usage", "series", "--out", "x.csv"],
+                                  ["fingerprint", "build", "--out", "fp.json"]])
+def test_a_file_given_as_data_directory_is_said_to_be_a_file(tmp_path, capsys, args):
+    f = _write(tmp_path / "afile", "x")
+    out = str(tmp_path / args[-1])
+    code = main([*args[:-1], out, "--data", str(f)])
+    one_line(capsys, code, "afile", "is a file, not a directory")
+
+
+@pytest.mark.parametrize("col", ["creation_time", "gpu_request"])
+def test_text_in_a_dlrm_trace_is_named_by_column_and_row(tmp_path, capsys, col):
+    rows = {"instance_sn": ["i0", "i1", "i2"], "role": "HN", "app_name": "a",
+            "gpu_request": ["1", "1", "1"], "creation_time": ["0", "10", "20"],
+            "scheduled_time": ["5", "15", "25"], "deletion_time": ["50", "60", "70"]}
+    rows[col] = [rows[col][0], "abc", rows[col][2]]
+    import pandas as pd
+
+    pd.DataFrame(rows).to_csv(tmp_path / "dl3.csv", index=False)
+    code = main(["runtime", "backtest", "--dlrm", str(tmp_path / "dl3.csv")])
+    one_line(capsys, code, "dl3.csv", f"column {col}", "data row 2", "'abc'")
+
+
+def test_text_in_an_openb_count_is_named_not_a_traceback(tmp_path, capsys):
+    (tmp_path / "ob.csv").write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,creation_time,"
+        "deletion_time,scheduled_time\n"
+        "p0,1000,100,1,1000,,LS,0,50,5\np1,1000,100,two,1000,,LS,10,60,15\n")
+    code = main(["runtime", "backtest", "--openb", str(tmp_path / "ob.csv")])
+    one_line(capsys, code, "ob.csv", "column num_gpu", "data row 2", "'two'")

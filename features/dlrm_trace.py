@@ -43,13 +43,15 @@ def read_dlrm(path: str | Path) -> pd.DataFrame:
 def dlrm_arrivals(path: str | Path, freq: str = "10min", by: str = "total",
                   top_apps: int = 0) -> pd.DataFrame:
     """GPUs requested per bin: `by="total"` one series `cluster`; `by="app"` one series per app
-    (the `top_apps` largest by GPUs requested when > 0), all on the window's full grid (no
-    arrivals = 0)."""
+    (the `top_apps` largest by GPUs requested when > 0), all on one grid from the first
+    arrival's bin to the last's (no arrivals = 0)."""
     step = parse_freq(freq)
     inst = read_dlrm(path)
-    check_grid(pd.Series([EPOCH], index=[TOTAL]),
-               pd.Series([inst["created"].max().floor(step)], index=[TOTAL]), step, freq)
-    grid = pd.date_range(EPOCH, inst["created"].max().floor(step), freq=step)
+    # from the first arrival seen, not EPOCH: a trace of a later window (or one shifted in
+    # time) would otherwise start with bins of zeros nobody observed
+    first, last = inst["created"].min().floor(step), inst["created"].max().floor(step)
+    check_grid(pd.Series([first], index=[TOTAL]), pd.Series([last], index=[TOTAL]), step, freq)
+    grid = pd.date_range(first, last, freq=step)
     inst = inst.assign(ds=inst["created"].dt.floor(step))
     if by == "total":
         s = inst.groupby("ds")["gpu_request"].sum().reindex(grid, fill_value=0.0)

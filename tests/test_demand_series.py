@@ -79,6 +79,19 @@ def test_dlrm_arrivals_exclude_instances_that_existed_before_the_window():
     np.testing.assert_allclose(apps.groupby("ds")["y"].sum().to_numpy(), tot["y"].to_numpy())
 
 
+def test_dlrm_arrivals_start_at_the_first_arrival_not_the_anchor(tmp_path):
+    from features.dlrm_trace import EPOCH, dlrm_arrivals
+
+    day = 86400.0  # a later window of the same format: its first instance on day 15
+    pd.DataFrame({"app_name": ["a", "b", "a", "c"], "gpu_request": [1, 2, 0, 4],
+                  "creation_time": [None, 15 * day + 700, 15 * day + 4000, 16 * day]}
+                 ).to_csv(tmp_path / "late.csv", index=False)
+    tot = dlrm_arrivals(tmp_path / "late.csv")
+    assert tot["ds"].iloc[0] == EPOCH + pd.Timedelta(days=15, minutes=10)  # not 15 days of zeros
+    assert tot["ds"].iloc[-1] == EPOCH + pd.Timedelta(days=16) and tot["y"].sum() == 6
+    assert len(tot) == 144
+
+
 def test_gateway_qps_is_the_gateway_wide_series():
     from features.gateway_qps import gateway_qps
 

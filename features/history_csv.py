@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from features.history import History, Notes, finish_history, node_table
+from features.schema import check_gpus_per_node
 from ground.errors import ForesightError
 
 DURATION_UNITS = {"": 1.0, "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
@@ -93,7 +94,9 @@ def _read(path: Path, what: str) -> pd.DataFrame:
         raise ForesightError(f"{what} CSV {path} is not readable: {exc}") from None
     df.columns = [c.strip().lower() for c in df.columns]
     ren = {c: a for c, a in ALIASES.items() if c in df.columns and a not in df.columns}
-    return df.rename(columns=ren)
+    df = df.rename(columns=ren)
+    df.attrs["source_column"] = {a: c for c, a in ren.items()}  # errors name the file's header
+    return df
 
 
 def _runtime(df: pd.DataFrame, notes: Notes) -> np.ndarray:
@@ -116,6 +119,10 @@ def _gpus(df: pd.DataFrame, node_mem: float | None, notes: Notes) -> tuple[np.nd
     n = len(df)
     g = pd.to_numeric(df["gpus"], errors="coerce").to_numpy(float) if "gpus" in df \
         else np.full(n, np.nan)
+    # a gpus cell that is there but not a number is a bad row (left out by `shapes`, said as
+    # a problem), not an empty one that defaults to 1 GPU
+    junk = np.isnan(g) & (df["gpus"].astype("string").str.strip().fillna("").ne("")
+                          .to_numpy(bool) if "gpus" in df else False)
     share = np.full(n, np.nan)
     if "gpu_milli" in df:
         share = pd.to_numeric(df["gpu_milli"], errors="coerce").to_numpy(float) / 1000.0
@@ -134,7 +141,7 @@ def _gpus(df: pd.DataFrame, node_mem: float | None, notes: Notes) -> tuple[np.nd
     off = np.isfinite(share) & ((share <= 0) | (share > 1))
     notes.problem(int(off.sum()), "values of gpu_fraction / gpu_milli are not a share of one "
                   "GPU in (0, 1]: the row's gpus are used")
-    one = np.isnan(g) | (g == 1)
+    one = (np.isnan(g) & ~junk) | (g == 1)
     g = np.where(one & np.isfinite(share) & (share > 0) & (share < 1), share, g)
     mig = np.zeros(n)
     if "mig_profile" in df:
@@ -150,7 +157,7 @@ def _gpus(df: pd.DataFrame, node_mem: float | None, notes: Notes) -> tuple[np.nd
         notes.problem(n, "rows: the jobs CSV has no gpus column: every pod takes 1 GPU")
         g = np.ones(n)
     else:
-        miss = np.isnan(g) & (mig == 0)
+        miss = np.isnan(g) & (mig == 0) & ~junk
         notes.inferred(int(miss.sum()), "rows without a GPU count: 1 GPU per pod")
         g = np.where(miss, 1.0, g)
     return g, mig
@@ -165,6 +172,8 @@ def read_csv_history(jobs_csv: Path | str, nodes_csv: Path | str, end: float | N
         if col not in nd:
             raise ForesightError(f"nodes CSV {nodes_csv} lacks column {col!r} (has "
                                  f"{', '.join(nd.columns)})")
+    check_gpus_per_node(nd["gpus"], f"nodes CSV {nodes_csv}",  # the replays: nodes x GPUs
+                        nd.attrs["source_column"].get("gpus", "gpus"))
     nodes = node_table(nd, notes)
     node_mem = None
     if "gpu_memory" in nd:

@@ -69,7 +69,10 @@ def read_ingest_history(root: Path | str, end: float | None = None) -> History:
         notes.problem(len(raw), f"rows: pods.parquet has no column {c!r}")
     if "created" in missing:
         raise ForesightError(f"{path} has no 'created' column: no arrival times")
-    pods = schema.conform(raw, schema.POD_COLUMNS)
+    try:
+        pods = schema.conform(raw, schema.POD_COLUMNS)
+    except ValueError as exc:  # a column of the wrong type: as `demand series` says it
+        raise ForesightError(f"{path}: not a readable pods table ({exc})") from None
     if "gang" in raw:
         pods["gang"] = raw["gang"].fillna("").astype(str).to_numpy()
     if (root / NODES_FILE).is_file():

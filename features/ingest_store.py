@@ -36,6 +36,14 @@ MANIFEST = "ingest.json"
 SAMPLES_DIR = "samples"
 _DAY = timedelta(days=1)
 
+#: Longest pull: the what-if replay reads at most 400 days (features.history.MAX_SPAN_DAYS);
+#: more is only requests (one per day and metric; 100000d was 28k of them, from year 1752).
+MAX_DAYS = 400
+#: Grid points per series at most (400 days at a 3.5 s step): a finer step over a long range
+#: is samples no forecaster reads, pulled for hours.
+MAX_POINTS = 10_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
 #: progress(done partitions, total partitions, rows so far, what) after every partition.
 Progress = Callable[[int, int, int, str], None]
 
@@ -58,6 +66,30 @@ def windows(start: datetime, end: datetime, step_s: float) -> list[tuple[str, da
             out.append((f"{day:%Y-%m-%d}", start + k0 * step, start + k1 * step))
         day += _DAY
     return out
+
+
+def check_range(start: datetime, end: datetime, step_s: float) -> None:
+    """One line, before any request, for a range or step no pull can use: a step of 0 (it
+    divides the grid), one longer than the range, a start before unix time 0 (Prometheus
+    keeps nothing there), more than MAX_DAYS days or MAX_POINTS points per series."""
+    if not step_s > 0:  # also NaN
+        raise ForesightError(f"--step must be > 0 seconds (got {step_s:g})")
+    if start < _EPOCH:
+        raise ForesightError(f"the range starts {start:%Y-%m-%d}, before 1970 (unix time 0): "
+                             "check --since / --start")
+    if end <= start:
+        raise ForesightError(f"empty time range: start {start.isoformat()} is not before "
+                             f"end {end.isoformat()}")
+    span = (end - start).total_seconds()
+    if step_s > span:
+        raise ForesightError(f"--step {step_s:g} s is longer than the range ({span:g} s): "
+                             "check --step and --since / --start")
+    if span > MAX_DAYS * 86400:
+        raise ForesightError(f"the range is {span / 86400:,.0f} days: at most {MAX_DAYS} "
+                             "(check --since / --start)")
+    if span / step_s > MAX_POINTS:
+        raise ForesightError(f"the range at --step {step_s:g} s is {span / step_s:,.0f} points "
+                             f"per series: at most {MAX_POINTS:,} (raise --step)")
 
 
 def atomic_parquet(df: pd.DataFrame, target: Path) -> None:
@@ -137,9 +169,7 @@ def ingest_to_dir(source, start: datetime, end: datetime, out: str | Path, *,
     the default set is); from the default set, absent ones are listed (profiling metrics are
     often disabled) and only "none at all" is an error."""
     labels = labels or LabelConfig()
-    if end <= start:
-        raise ForesightError(f"empty time range: start {start.isoformat()} is not before "
-                             f"end {end.isoformat()}")
+    check_range(start, end, step_s)
     names, explicit = metric_names(metrics)
     explicit = explicit if required is None else required
     root = Path(out)

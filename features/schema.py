@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from ground.errors import ForesightError
+
 #: One row per (timestamp, GPU, metric). `pod`/`namespace` are empty when the GPU is idle.
 GPU_SAMPLE_COLUMNS = ["ts", "node", "gpu", "uuid", "namespace", "pod", "metric", "value"]
 
@@ -21,6 +23,11 @@ QUEUE_SAMPLE_COLUMNS = ["ts", "queue", "metric", "value"]
 
 #: Nixtla long format, used for every time series the forecasters see.
 LONG_COLUMNS = ["unique_id", "ds", "y"]
+
+#: Most GPUs one node may have. The largest nodes built hold 8 (DGX/HGX H100-B200, and every
+#: openb node); a GB200 NVL72 tray holds 4. 64 leaves room for odd hardware, while a typo such
+#: as 1000000 would size the replays' per-GPU arrays (nodes x GPUs) past any memory.
+MAX_GPUS_PER_NODE = 64
 
 #: pandas' string dtype (Python storage: comparisons give plain boolean masks everywhere).
 STRING = pd.StringDtype("python")
@@ -49,9 +56,25 @@ def conform(df: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
             else:
                 out[col] = pd.to_numeric(values).astype("float64")
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"column {col!r}: {exc}") from None
+            raise ValueError(f"column {col!r}: {_first_bad(values, col in _TIME_COLUMNS, exc)}"
+                             ) from None
     # one construction, no per-column re-alignment; copy=False keeps 10M-row tables cheap
     return pd.DataFrame(out, index=df.index, copy=False).reset_index(drop=True)
+
+
+def _first_bad(values: pd.Series, time: bool, exc: Exception) -> str:
+    """The first value that is not a time / number, with its row (1 = the first): pandas'
+    own message gives a 0-based position, and for times runs to several lines."""
+    try:
+        got = pd.to_datetime(values, utc=True, errors="coerce", format="mixed") if time \
+            else pd.to_numeric(values, errors="coerce")
+        bad = (got.isna() & values.notna()).to_numpy(bool)
+    except (TypeError, ValueError):
+        bad = None
+    if bad is None or not bad.any():
+        return str(exc).splitlines()[0]
+    i = int(bad.argmax())
+    return f"row {i + 1} has {values.iloc[i]!r}, not a {'time' if time else 'number'}"
 
 
 def _strings(values: pd.Series) -> pd.Series:
@@ -83,3 +106,16 @@ def equals_mask(col: pd.Series, value: str) -> "np.ndarray":
 def has_pod(col: pd.Series) -> "np.ndarray":
     """Rows that carry a pod (a non-empty `pod` label)."""
     return ~equals_mask(col, "")
+
+
+def check_gpus_per_node(values: pd.Series, where: str, column: str) -> None:
+    """A one-line error naming ``where``, ``column`` and the data row of the first node with
+    more than MAX_GPUS_PER_NODE GPUs (values that are not numbers are the reader's to judge)."""
+    import numpy as np
+
+    num = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    over = np.flatnonzero(num > MAX_GPUS_PER_NODE)
+    if len(over):
+        i = int(over[0])
+        raise ForesightError(f"{where}: column {column} has {values.iloc[i]} GPUs on one node "
+                             f"(data row {i + 1}): at most {MAX_GPUS_PER_NODE} per node")

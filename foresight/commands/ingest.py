@@ -14,8 +14,9 @@ from rich.progress import (BarColumn, Progress, TextColumn, TimeElapsedColumn,
 from rich.table import Table
 
 from features.catalog import LabelConfig
+from foresight.commands import check_output
 from features.ingest import now_utc, parse_duration, parse_time
-from features.ingest_store import SAMPLES_DIR, ingest_to_dir
+from features.ingest_store import SAMPLES_DIR, check_range, ingest_to_dir
 from features.openmetrics import backfill
 from features.prometheus import PrometheusSource
 from ground.errors import ForesightError
@@ -94,8 +95,14 @@ def ingest_cmd(
     if not timeout > 0:  # typer's min= cannot say "strictly above"; this also refuses NaN
         raise ForesightError(f"--timeout {timeout}: must be > 0 seconds")
     end_t = parse_time(end) if end else now_utc()
-    start_t = parse_time(start) if start else end_t - parse_duration(since)
+    try:
+        start_t = parse_time(start) if start else end_t - parse_duration(since)
+    except OverflowError:  # before year 1
+        raise ForesightError(f"--since {since}: reaches before year 1") from None
     step_s = parse_duration(step).total_seconds()
+    # before connecting (and before the progress line): the range, and --out
+    check_range(start_t, end_t, step_s)
+    check_output(out, "--out", directory=True)
     source = PrometheusSource(prometheus_url, **source_auth(None, token_file, username, ca_file,
                                                             insecure, tenant),
                               timeout_s=timeout, retries=retries)
@@ -132,6 +139,8 @@ def backfill_cmd(
     tsdb: Path = typer.Option(..., "--tsdb", help="Directory for the TSDB blocks (a Prometheus --storage.tsdb.path)."),
 ) -> None:
     """Turn an OpenMetrics file into Prometheus TSDB blocks with promtool (all or nothing)."""
+    # here, or the failure names promtool's staging directory beside it, not --tsdb
+    check_output(tsdb, "--tsdb", directory=True, inputs={"--openmetrics": openmetrics})
     blocks = backfill(openmetrics, tsdb)
     console.print(f"backfilled {openmetrics} into {tsdb}: {blocks} new TSDB block(s)")
 

@@ -14,6 +14,7 @@ from foresight.commands import check_output
 from ground.errors import ForesightError
 
 console = Console() if sys.stdout.isatty() else Console(width=160)
+err = Console(stderr=True, highlight=False)
 
 
 def replay_cmd(
@@ -64,6 +65,7 @@ def replay_cmd(
         raise ForesightError(f"unknown policy {policy!r}; choose from "
                              f"{', '.join([*POLICIES, *OTHERS])}")
     from simulator.replay import load_nodes, load_pods, replay
+    from simulator.replay.data import unplaceable
 
     mode = None
     if colocation is not None:
@@ -78,7 +80,15 @@ def replay_cmd(
         from simulator.replay.power import PowerMode
 
         mode = PowerMode(power, cap_frac=cap_frac)
-    r = replay(load_nodes(nodes), load_pods(pods), policy, seed, tune, mode=mode)
+    cluster, trace = load_nodes(nodes), load_pods(pods)
+    never = unplaceable(trace, cluster)
+    if len(never):  # replay() leaves them out; say which, or the count alone hides a typo
+        i = int(never[0])
+        err.print(f"warning: --pods {pods}: {len(never)} pod(s) ask more GPUs than any node "
+                  f"has ({int(cluster.gpus.max())}), e.g. data row {i + 1} (num_gpu "
+                  f"{int(trace.num_gpu[i])}): never schedulable, left out of the workload",
+                  soft_wrap=True)
+    r = replay(cluster, trace, policy, seed, tune, mode=mode)
     doc = r.to_json()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -91,6 +91,8 @@ def timeline_cmd(
     check_output(plot, "--plot", inputs={"--nodes": nodes}, image=True)
     distinct_outputs({"--out": out, "--plot": plot})
     path = nodes or shared_traces_dir() / DEFAULT_NODES
+    if path.is_dir():  # the check below alone read as "not found"
+        raise ForesightError(f"--nodes {path} is a directory: give the openb node CSV")
     if not path.is_file():
         raise ForesightError(f"nodes file not found: {path} (give --nodes)")
     cluster = load_nodes(path)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from features.schema import check_gpus_per_node
 from ground.errors import ForesightError
 from ground.paths import input_file
 from simulator.replay.constrain import generated_trace
@@ -97,6 +98,7 @@ class Pods:
 def load_nodes(path: Path | str) -> Nodes:
     df = read_table(path, NODE_COLUMNS, "nodes")
     gpu = _ints(df, "gpu", path)
+    check_gpus_per_node(df["gpu"], str(path), "gpu")  # the cluster arrays are nodes x GPUs
     cpu, mem = (_ints(df, c, path, empty_is_zero=False) for c in ("cpu_milli", "memory_mib"))
     keep = gpu > 0  # the published cluster is the GPU nodes
     df = df[keep]
@@ -124,6 +126,11 @@ def pods_from_frame(df: pd.DataFrame, path: str = "table") -> Pods:
     spec = (df["gpu_spec"].fillna("").astype(str).to_numpy() if "gpu_spec" in df
             else np.full(len(df), "", dtype=object))
     return Pods(_ints(df, "cpu_milli", path), _ints(df, "memory_mib", path), num, milli, spec)
+
+
+def unplaceable(pods: Pods, nodes: Nodes) -> np.ndarray:
+    """Indexes of pods asking more GPUs than the largest node has: they fit nowhere, ever."""
+    return np.flatnonzero(pods.num_gpu > int(nodes.gpus.max()))
 
 
 def load_trace(csv_dir: Path | str, name: str) -> Pods:

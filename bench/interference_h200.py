@@ -360,6 +360,9 @@ def main() -> None:
         folds = [w for w in names if w not in FINAL]
     else:
         folds = [w for w in names if w in FINAL] if a.part == "final" else names
+    if a.part != "pool" and not folds:  # another measurement need not hold the final two
+        sys.exit(f"error: --part {a.part}: no workload of {a.data} is a fold of it (final: "
+                 f"{', '.join(FINAL)}); score it with --part all")
     if a.part != "pool":
         r = lowo(pairs.reset_index(drop=True), folds, params, extra, zero_step_bounds(a.data))
     took = time.time() - t

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_common import header, write  # noqa: E402
+from replay_common import current_runs, header, input_digest, write  # noqa: E402
 
 from simulator.replay import POLICIES  # noqa: E402
 from simulator.replay.compare import (SHARED_TRACES, load_published, parse_seeds,  # noqa: E402
@@ -36,25 +36,29 @@ def main() -> None:
     traces = list(SHARED_TRACES) if a.traces == "all" else a.traces.split(",")
     pols = list(POLICIES) if a.policies == "all" else a.policies.split(",")
     cache = Path(a.cache)
-    runs = [json.loads(x) for x in cache.read_text().splitlines()] if cache.exists() else []
-    done = {(r["trace"], r["policy"], r["seed"]) for r in runs}
     base = shared_traces_dir()
+    csv_dir = base / "openb-2023" / "csv"
+    runs = [json.loads(x) for x in cache.read_text().splitlines()] if cache.exists() else []
+    runs = current_runs(runs, csv_dir)
+    done = {(r["trace"], r["policy"], r["seed"], r.get("until", 100)) for r in runs}
     for t in traces:
+        digest = input_digest(csv_dir, t)
         for p in pols:
-            todo = [s for s in parse_seeds(a.seeds) if (t, p, s) not in done]
+            todo = [s for s in parse_seeds(a.seeds) if (t, p, s, a.until) not in done]
             if not todo or a.table_only:
                 continue
 
             def keep(r: dict) -> None:
                 r = {k: v for k, v in r.items() if k != "alloc_curve"} | {"until": a.until,
-                    "alloc_curve": {k: r["alloc_curve"][k] for k in ("50", "90", "100")}}
+                    "alloc_curve": {k: r["alloc_curve"][k] for k in ("50", "90", "100")},
+                    "digest": digest}
                 runs.append(r)
                 with cache.open("a") as f:
                     f.write(json.dumps(r) + "\n")
                 print(f"{r['trace']} {r['policy']} {r['seed']}: {r['alloc_at_100']:.2f} "
                       f"({r['seconds']:.1f} s)", flush=True)
 
-            run_grid([t], [p], todo, base / "openb-2023" / "csv", 1.3,
+            run_grid([t], [p], todo, csv_dir, 1.3,
                      max(1, min(a.workers, 2)), keep, until=a.until)
     table = summary(runs, load_published(base / "fgd-atc23-results"))
     lines = header("openb replay vs published FGD (ATC'23): allocated GPU % at 100% arrived load",
@@ -83,7 +87,8 @@ def main() -> None:
                      f"{int(fgd.iloc[0].seeds)} seeds)")
     fs = table[table.policy == "foresight"]
     for r in fs.itertuples(index=False):
-        ok = "meets" if r.vs_published_fgd >= 0 else "BELOW"
+        ok = "no published curve" if r.published_fgd != r.published_fgd else \
+            "meets" if r.vs_published_fgd >= 0 else "BELOW"
         lines.append(f"- `foresight` on `{r.trace}`: {r.ours_mean:.2f} vs published FGD "
                      f"{r.published_fgd:.2f} ({r.vs_published_fgd:+.2f}, {ok}; {r.seeds} seeds)")
     write(Path(a.out), lines)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_common import header, write  # noqa: E402
+from replay_common import current_runs, header, input_digest, write  # noqa: E402
 
 from simulator.replay.compare import (SHARED_TRACES, load_published, parse_seeds,  # noqa: E402
                                       run_grid, shared_traces_dir)
@@ -38,18 +38,20 @@ def _load(cache: Path) -> list[dict]:
 
 def _runs(cache: Path, traces: list[str], seeds: list[int], workers: int,
           extra: tuple[str, ...]) -> list[dict]:
-    runs = _load(cache)
     base = shared_traces_dir() / "openb-2023" / "csv"
+    runs = current_runs(_load(cache), base)
     for t in traces:
+        digest = input_digest(base, t)
         for p in ("fgd", "foresight", *(x for x in EXTRA.get(t, ()) if x in extra)):
-            runs = _load(cache)  # again: another sweep may share the cache (other traces)
+            # again: another sweep may share the cache (other traces)
+            runs = current_runs(_load(cache), base)
             done = {(r["trace"], r["policy"], r["seed"]) for r in runs}
             todo = [s for s in seeds if (t, p, s) not in done]
             if not todo:
                 continue
 
             def keep(r: dict) -> None:
-                r = {k: v for k, v in r.items() if k != "alloc_curve"}
+                r = {k: v for k, v in r.items() if k != "alloc_curve"} | {"digest": digest}
                 runs.append(r)
                 with cache.open("a") as f:
                     f.write(json.dumps(r) + "\n")
@@ -110,7 +112,8 @@ def main() -> None:
     traces = list(TRACES) if a.traces == "all" else a.traces.split(",")
     seeds = parse_seeds(a.seeds)
     cache = Path(a.cache)
-    runs = _load(cache) if a.table_only else _runs(cache, traces, seeds, a.workers,
+    runs = current_runs(_load(cache), shared_traces_dir() / "openb-2023" / "csv") \
+        if a.table_only else _runs(cache, traces, seeds, a.workers,
                                                     tuple(a.extra.split(",")))
     lines = header("openb replay beyond the nine published traces: CPU-heavy and "
                    "GPU-type-constrained pod lists (alloc % at 100% arrived load)",

@@ -161,8 +161,15 @@ def node_table(df: pd.DataFrame, notes: Notes) -> pd.DataFrame:
     n = pd.DataFrame({"node": df["node"].astype(str),
                       "gpus": pd.to_numeric(df["gpus"], errors="coerce"),
                       "model": df["model"].fillna("").astype(str) if "model" in df else ""})
+    from features.schema import MAX_GPUS_PER_NODE
+
     bad = ~np.isfinite(n["gpus"].to_numpy(float)) | (n["gpus"] < 0)
     notes.problem(int(bad.sum()), "nodes with an unreadable GPU count: left out")
+    # the replay sizes nodes x GPUs arrays: a count no node has would exhaust memory
+    huge = ~bad & (n["gpus"] > MAX_GPUS_PER_NODE)
+    notes.problem(int(huge.sum()), f"nodes with more than {MAX_GPUS_PER_NODE} GPUs "
+                  f"({_sample(n['node'][huge])}): left out")
+    bad |= huge
     none = ~bad & (n["gpus"] == 0)
     notes.problem(int(none.sum()), "nodes without GPUs: left out")
     dup = n["node"].duplicated(keep="first") & ~bad & ~none

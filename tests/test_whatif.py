@@ -318,3 +318,12 @@ def test_report_bars_without_a_positive_value_warn_nothing(values, log):
         _bars(ax, ["a", "b"], ["x", "y"], np.array(values), "wait")
     assert (ax.get_yscale() == "symlog") == log
     plt.close(fig)
+
+
+def test_a_node_over_the_gpu_bound_in_a_table_is_a_problem_left_out():
+    from features.history import Notes, node_table
+
+    notes = Notes()
+    got = node_table(pd.DataFrame({"node": ["a", "b"], "gpus": [8, 1e9]}), notes)
+    assert got["node"].tolist() == ["a"]  # not an array of a billion GPUs in the replay
+    assert any("more than 64 GPUs (b)" in t for _, _, t in notes.lines), notes.lines

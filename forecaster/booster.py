@@ -16,4 +16,7 @@ class LoadedBooster:
 
     def predict(self, X: pd.DataFrame) -> np.ndarray:
         out = self.booster_.predict(X)
-        return np.argmax(out, axis=1) if self.classes else out
+        if not self.classes:
+            return out
+        # two classes are saved as a binary booster: one probability (of class 1) per row
+        return np.argmax(out, axis=1) if np.ndim(out) == 2 else (out > 0.5).astype(int)

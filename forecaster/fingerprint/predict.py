@@ -230,19 +230,11 @@ class NewJobPredictor:
             c = self.reg_.predict(X[~known])
             p50[~known], up[~known] = np.exp(c), np.exp(c + self.q_model_)
             if self.clf_ is not None:
-                used[~known] = [self.works_[i] for i in self._classes(X[~known])]
+                used[~known] = [self.works_[i] for i in self.clf_.predict(X[~known])]
             else:
                 used[~known] = self.works_[0]
         return pd.DataFrame({"source": np.where(known, "key", "model"), "workload": used,
                              "peak_fb_p50_mib": p50.round(1), "peak_fb_upper_mib": up.round(1)})
-
-    def _classes(self, X: pd.DataFrame) -> np.ndarray:
-        """The classifier's workload index per row. Read back from text with two workloads it
-        is a binary booster: one probability per row (argmax over it failed)."""
-        if not isinstance(self.clf_, LoadedBooster):
-            return self.clf_.predict(X)
-        p = np.asarray(self.clf_.booster_.predict(X))
-        return np.argmax(p, axis=1) if p.ndim == 2 else (p > 0.5).astype(int)
 
     # ---- artifact -------------------------------------------------------------------------
     def save(self, path: str | Path) -> None:

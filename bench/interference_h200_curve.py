@@ -3,7 +3,8 @@
 One dev set is scored leave one workload out (as `interference_h200.py --part all` does) with
 k of the other dev sets in training (besides the scored set's other workloads), k = 0, 2, 4
 and all, each k drawn `--draws` times at random (seeded). `data/h200j`, the set aside, is
-never used. It says whether another device session measuring more workloads is worth its time:
+never used while a committed set is scored (for another measurement it is a dev set, as
+`committed()` says). It says whether another device session measuring more workloads is worth its time:
 if the safety numbers still move from k = 4 to all, more sets should move them further.
 
 Usage: nice .venv/bin/python bench/interference_h200_curve.py [--data data/h200g] [--draws 2]
@@ -69,7 +70,10 @@ def main() -> None:
              f"{time.time() - t0:.0f} s",
              f"- scored: `{a.data}`, leave one workload out, its other workloads always in "
              "training; k of the other dev sets added (drawn at random, seeded); workloads = "
-             "distinct names in training + the scored set's; `data/h200j` (set aside) never used",
+             "distinct names in training + the scored set's; "
+             + ("`data/h200j` (set aside) never used" if not any(
+                 Path(x).name == "h200j" for x in others)
+                else "`data/h200j`, set aside for the committed sets, is a dev set here"),
              "- columns: MAE / the better rule; below p10; the admission bound at min-speed "
              "0.8: admitted unsafe / refused safe", "",
              "| k sets | draw | sets in training | workloads | MAE / better rule | below p10 "

@@ -52,23 +52,38 @@ def seasonal_rate(cfg: SimConfig, t_hours: np.ndarray, profile: dict) -> np.ndar
     return hod * dow
 
 
-def generate_arrivals(cfg: SimConfig, rng: np.random.Generator) -> pd.DataFrame:
-    """All job arrivals in [start - warmup, end), seconds relative to `start`."""
-    profiles = load_seed("arrivals.json")["profiles"]
+def _mix(cfg: SimConfig) -> dict[str, float]:
     mix = {k: v for k, v in cfg.workload_mix.items() if v > 0}
     unknown = [k for k in mix if k not in CATALOGUE]
     if unknown:
         raise ValueError(f"unknown workload class(es): {', '.join(unknown)}")
-    # Expected GPU-seconds per job, to turn the offered load into an arrival rate.
-    probe = sample_jobs(np.random.default_rng(cfg.seed + 10_007), 4000, mix,
+    return mix
+
+
+def jobs_per_hour(cfg: SimConfig) -> float:
+    """Mean arrivals per hour, all queues: the offered load over the expected GPU-seconds of
+    a job (from a probe of its own seed, so the arrivals' random stream is not touched)."""
+    probe = sample_jobs(np.random.default_rng(cfg.seed + 10_007), 4000, _mix(cfg),
                         cfg.fractional_share)
     gpu_s = float(np.mean(probe.num_gpu * probe.milli / 1000 * probe.work))
-    jobs_per_hour = cfg.load * cfg.n_gpus * 3600.0 / gpu_s
-    hours = np.arange(-np.ceil(cfg.warmup_hours), np.ceil(cfg.days * 24))
+    return cfg.load * cfg.n_gpus * 3600.0 / gpu_s
+
+
+def arrival_hours(cfg: SimConfig) -> np.ndarray:
+    """The hours arrivals are drawn for, relative to `start` (the warm-up included)."""
+    return np.arange(-np.ceil(cfg.warmup_hours), np.ceil(cfg.days * 24))
+
+
+def generate_arrivals(cfg: SimConfig, rng: np.random.Generator) -> pd.DataFrame:
+    """All job arrivals in [start - warmup, end), seconds relative to `start`."""
+    profiles = load_seed("arrivals.json")["profiles"]
+    mix = _mix(cfg)
+    rate_h = jobs_per_hour(cfg)
+    hours = arrival_hours(cfg)
     out = []
     for qi, queue in enumerate(cfg.queues):
         prof = profiles[qi % len(profiles)]
-        rate = seasonal_rate(cfg, hours, prof) * jobs_per_hour / len(cfg.queues)
+        rate = seasonal_rate(cfg, hours, prof) * rate_h / len(cfg.queues)
         # Bursts (sweeps): a share f of hours carry a multiplier m such that they hold the
         # observed share s of demand: s = f m / (f m + 1 - f)  =>  m = s (1 - f) / (f (1 - s)).
         f, s = prof["burst_hour_fraction"], prof["burst_share_of_demand"]

@@ -1,6 +1,7 @@
 """Configuration and result containers of the synthetic cluster generator."""
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -68,17 +69,23 @@ class SimConfig:
         if self.start.tzinfo is None:
             self.start = self.start.tz_localize("UTC")
         self.start = self.start.tz_convert("UTC")
-        if not (0 < self.days < float("inf") and 0 < self.step_s < float("inf")):  # and NaN
-            raise ValueError("days and step_s must be positive and finite")
+        # the messages name the command-line options these fields come from (simulate,
+        # demo, train --synthetic): that is where a user fixes them
+        if not isinstance(self.seed, numbers.Integral) or self.seed < 0:  # numpy's rule
+            raise ValueError(f"--seed {self.seed}: must be a non-negative integer")
+        for option, v in (("--days", self.days), ("--step", self.step_s)):
+            if not 0 < v < float("inf"):  # and NaN
+                raise ValueError(f"{option} {v:g}: must be positive and finite")
         if self.days * 86400.0 < 2 * self.step_s:  # no grid to put a sample on
-            raise ValueError(f"days {self.days:g} is shorter than two samples of "
+            raise ValueError(f"--days {self.days:g} is shorter than two samples of "
                              f"{self.step_s:g} s")
-        if self.nodes < 1 or self.gpus_per_node < 1:
-            raise ValueError("nodes and gpus_per_node must be at least 1")
+        for option, n in (("--nodes", self.nodes), ("--gpus-per-node", self.gpus_per_node)):
+            if n < 1:
+                raise ValueError(f"{option} {n}: must be at least 1")
         if not self.queues:
             raise ValueError("at least one queue is needed")
         if not 0 <= self.load < float("inf"):  # and NaN
-            raise ValueError("load must be non-negative and finite")
+            raise ValueError(f"--load {self.load:g}: must be non-negative and finite")
 
     @property
     def n_gpus(self) -> int:

@@ -100,7 +100,8 @@ def test_prometheus_down_exits_nonzero_and_keeps_models(history, tmp_path: Path,
     with socket.socket() as sk:
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]  # closed again: nothing listens there
-    rc = main(["train", "--prometheus-url", f"http://127.0.0.1:{port}", "--since", "1d",
+    # --since longer than the 1d holdout: a shorter one is refused before any pull
+    rc = main(["train", "--prometheus-url", f"http://127.0.0.1:{port}", "--since", "2d",
                "--registry", str(reg), "--out", str(tmp_path / "out")])
     assert rc == 2
     assert "cannot reach Prometheus" in capsys.readouterr().err

@@ -246,6 +246,21 @@ def train_kind(name: str, history: History, reg: Registry, cfg: TrainConfig, man
     return res
 
 
+def check_registry(reg: Registry, kinds: tuple[str, ...]) -> None:
+    """Refuse, before anything is fitted or published, stored state that would fail the run
+    part way: a failing kind found after others were published would leave a run that
+    exits non-zero yet moved their `current` pointers. A pointer at a missing version is
+    no such state: the new model replaces it (see _service_metrics)."""
+    for kind in kinds:
+        for parts in ((), (kind,)):
+            if reg.fs.exists(reg._p(*parts)) and not reg.fs.isdir(reg._p(*parts)):
+                raise ForesightError(f"{reg.display(*parts)}: is a file, not a directory")
+        cur = reg.current(kind)  # raises on a pointer that is not JSON with a version
+        if cur is not None and not cur.isdigit():  # the report plots versions as numbers
+            raise ForesightError(f"{reg.display(kind, 'current')}: pointer names version "
+                                 f"{cur!r}, not a version number")
+
+
 def run(history: History, registry: str, cfg: TrainConfig,
         on_step: Callable[[str, str], None] = lambda kind, step: None,
         on_progress: Callable[[str, int, int, int], None] | None = None) -> RunResult:
@@ -253,7 +268,11 @@ def run(history: History, registry: str, cfg: TrainConfig,
     `on_progress(stage, done, total, rows)` follows the partitioned features pass."""
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
+    unknown = [k for k in cfg.kinds if k not in KINDS]
+    if unknown:  # up front: not after the kinds before it were published
+        raise ForesightError(f"unknown model kind {unknown[0]!r}: choose from {', '.join(KINDS)}")
     reg = Registry(registry)
+    check_registry(reg, cfg.kinds)
     if history.end - cfg.holdout <= history.start:
         raise ForesightError(f"history {history.start}..{history.end} is shorter than the "
                              f"backtest window {cfg.holdout}")
@@ -276,8 +295,6 @@ def run(history: History, registry: str, cfg: TrainConfig,
     stages["data_hash"] = round(time.perf_counter() - t1, 3)
     results = []
     for name in cfg.kinds:
-        if name not in KINDS:
-            raise ForesightError(f"unknown model kind {name!r}: choose from {', '.join(KINDS)}")
         try:
             r = train_kind(name, history, reg, cfg, manifest, lambda s, n=name: on_step(n, s),
                            builds.pop(name, None))

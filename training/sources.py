@@ -41,6 +41,25 @@ class History:
     scratch: Path | None = None
 
 
+def synthetic_config(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: int = 4,
+                     step_s: float = 30.0, sharing_calibration: str = "h200",
+                     fractional_share: float | None = 0.6):
+    """The SimConfig `synthetic` generates, refused (one line) when its options are out of
+    range or the history too large: callers check it before they write anything."""
+    from simulator import SimConfig
+    from simulator.limits import check_size
+
+    try:
+        cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=gpus_per_node,
+                        step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS,
+                        sharing_calibration=sharing_calibration,
+                        fractional_share=fractional_share)
+    except ValueError as exc:  # --seed / --days / --nodes out of range: user input
+        raise ForesightError(f"synthetic history: {exc}") from None
+    check_size(cfg)
+    return cfg
+
+
 def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: int = 4,
               step_s: float = 30.0, sharing_calibration: str = "h200",
               fractional_share: float | None = 0.6) -> History:
@@ -49,15 +68,10 @@ def synthetic(seed: int = 0, days: float = 4.0, nodes: int = 4, gpus_per_node: i
     `sharing_calibration="gavel"` (the older V100-calibrated form). `fractional_share` of the
     single-GPU jobs ask for a GPU fraction (None: openb's 0.44): at openb's share the 16-GPU
     demo cluster measures ~20 GPU-shared sides a day, too few to fit either sharing mode."""
-    from simulator import SimConfig, generate_cluster
+    from simulator import generate_cluster
 
-    try:
-        cfg = SimConfig(seed=seed, days=days, nodes=nodes, gpus_per_node=gpus_per_node,
-                        step_s=step_s, load=1.0, mps_node_fraction=0.5, metrics=TRAINING_METRICS,
-                        sharing_calibration=sharing_calibration,
-                        fractional_share=fractional_share)
-    except ValueError as exc:  # --days / --nodes out of range: user input
-        raise ForesightError(f"synthetic history: {exc}") from None
+    cfg = synthetic_config(seed, days, nodes, gpus_per_node, step_s, sharing_calibration,
+                           fractional_share)
     c = generate_cluster(cfg)
     node_of = dict(zip(c.pods["namespace"] + "/" + c.pods["pod"], c.pods["node"]))
     truth = c.truth["interference"]

@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from ground.errors import ForesightError
+
 # piped output (CI logs, `| tee`) gets room for the summary tables instead of 80 columns
 console = Console() if sys.stdout.isatty() else Console(width=150)
 
@@ -103,6 +105,31 @@ def print_frame(title: str, df) -> None:
     console.print(table)
 
 
+def _check_options(out: Path, seed: int, days: float, nodes: int) -> None:
+    """Everything that would fail a stage, refused before stage 1 writes the tables: a
+    failing demo must not have replaced the data of an earlier one."""
+    import pandas as pd
+
+    from artifacts.registry import Registry
+    from foresight.commands import check_output
+    from training.kinds import KINDS
+    from training.pipeline import TrainConfig, check_registry
+    from training.sources import synthetic_config
+
+    synthetic_config(seed=seed, days=days, nodes=nodes)  # the ranges and size simulate checks
+    holdout = TrainConfig().holdout
+    if pd.Timedelta(days=days) <= holdout:  # stage 3 backtests on the last day
+        raise ForesightError(f"--days {days:g}: must be longer than the backtest window "
+                             f"({holdout / pd.Timedelta(days=1):g} day)")
+    check_output(out, "--out", directory=True)
+    for sub in ("data", "registry", "report"):
+        check_output(out / sub, "--out", directory=True)
+    for name in ("data/samples.parquet", "data/pods.parquet", "data/queues.parquet",
+                 "data/history.om", "report/metrics.json", "report/report.html"):
+        check_output(out / name, "--out")  # e.g. a directory where the file goes
+    check_registry(Registry(out / "registry"), KINDS)
+
+
 def demo_cmd(
     out: Path = typer.Option(Path("demo-out"), help="Where the demo writes its tables, registry and report."),
     seed: int = typer.Option(7, help="Seed of the synthetic cluster."),
@@ -112,6 +139,7 @@ def demo_cmd(
     """Run the main job end to end on the embedded default data (no Prometheus, no cluster)."""
     import copy
 
+    _check_options(out, seed, days, nodes)
     t0 = time.perf_counter()
     console.print(Panel.fit("[bold]Foresight demo[/]: synthetic GPU cluster -> telemetry tables -> "
                             "retraining job -> model registry", border_style="cyan"))

@@ -52,10 +52,9 @@ def simulate(
         gpu_spec(gpu_model)
     except ValueError as exc:
         raise ForesightError(str(exc)) from None
-    # ~25 float grids of GPUs x steps are held in memory: 2e7 GPU-steps is ~4 GB
-    if days * 86400 / step * nodes * gpus_per_node > 2e7:
-        raise ForesightError("that history is too large (> 20 M GPU-steps, ~4 GB of memory): "
-                             "use fewer days or GPUs, or a longer --step")
+    from simulator.limits import check_size
+
+    check_size(cfg)
     t0 = time.perf_counter()
     check_output(out, "--out", directory=True)
     _refuse_real_history(out)

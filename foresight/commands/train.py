@@ -39,25 +39,40 @@ def _fetch(prometheus_url, since, end, step, data, synthetic, seed, days, nodes,
 
         return sources.from_partitions(data) if partition_files(data) else \
             sources.from_tables(data, scratch)
-    from features.ingest import now_utc, parse_duration, parse_time
+    from features.ingest import now_utc, parse_time
 
     end_t = parse_time(end) if end else now_utc()
-    return sources.from_prometheus(prometheus_url, end_t - parse_duration(since), end_t,
+    return sources.from_prometheus(prometheus_url, end_t - _duration(since, "--since"), end_t,
                                    step_s=step, min_coverage=min_coverage, scratch=scratch,
                                    progress=progress, labels=labels, **auth)
 
 
 def _step_seconds(text: str) -> float:
     """--step as `ingest` reads it (30s, 1m), or a plain number of seconds as before."""
-    from features.ingest import parse_duration
-
     try:
         step = float(text)
     except ValueError:
-        step = parse_duration(text).total_seconds()
+        step = _duration(text, "--step").total_seconds()
     if not 0 < step < float("inf"):  # and NaN
         raise ForesightError(f"--step {text}: must be a duration > 0 (30s, 1m) or seconds")
     return step
+
+
+def _duration(text: str, option: str):
+    """A duration option (1d, 12h) as a Timedelta > 0, or a one-line error naming it."""
+    import pandas as pd
+
+    from features.ingest import parse_duration
+
+    try:
+        d = pd.Timedelta(parse_duration(text))
+    except ForesightError as exc:  # parse_duration's own line, with the option it came from
+        raise ForesightError(f"{option}: {exc}") from None
+    except (OverflowError, ValueError):  # 1e12d: past what a timedelta holds
+        raise ForesightError(f"{option} {text}: too long a duration") from None
+    if d <= pd.Timedelta(0):  # nothing held out: nothing to backtest or gate on
+        raise ForesightError(f"{option} {text}: must be > 0")
+    return d
 
 
 def summary_table(result, report: Path, elapsed: float, title: str | None = None) -> Table:
@@ -140,7 +155,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Fetch history, fit every model kind, backtest against the models in service, publish
         only those not worse, and write report.html + metrics.json."""
-        from features.ingest import parse_duration
         from training.kinds import KINDS
         from training.pipeline import TrainConfig, run
         from training.report import write_report
@@ -168,13 +182,30 @@ def register(app: typer.Typer) -> None:
         unknown = [k for k in picked if k not in KINDS]
         if not picked or unknown:  # before the history is read, not after
             raise ForesightError(f"--kinds {kinds!r}: choose from {', '.join(KINDS)}")
+        held = _duration(holdout, "--holdout")
+        if synthetic:
+            from training.sources import synthetic_config
+
+            synthetic_config(seed=seed, days=days, nodes=nodes)  # ranges and size, as simulate
         check_output(out, "--out", directory=True)
+        for name in ("metrics.json", "report.html"):  # written after the models are published
+            check_output(Path(out) / name, "--out")
         check_output(scratch, "--scratch", directory=True)
         if "://" not in registry:
             check_output(registry, "--registry", directory=True)
+        # the history must outlast the backtest window: said now, not after the pull
+        if prometheus_url and not data and not synthetic and _duration(since, "--since") <= held:
+            raise ForesightError(f"--since {since} must be longer than --holdout {holdout}")
+        if synthetic and pd.Timedelta(days=days) <= held:
+            raise ForesightError(f"--days {days:g} must be longer than --holdout {holdout}")
+        from artifacts.registry import Registry
+        from training.pipeline import check_registry
+
+        # before a history is pulled (hours) and long before anything is published
+        check_registry(Registry(registry), picked)
         if scratch:
             Path(scratch).mkdir(parents=True, exist_ok=True)
-        cfg = TrainConfig(holdout=pd.Timedelta(parse_duration(holdout)), tolerance=tolerance,
+        cfg = TrainConfig(holdout=held, tolerance=tolerance,
                           kinds=picked,
                           n_estimators=n_estimators, threads=threads, seed=seed, dry_run=dry_run,
                           beat_baseline=beat_baseline, group_gpus=group_gpus,

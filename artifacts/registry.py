@@ -94,6 +94,14 @@ class Registry:
         p = self._p(*parts)
         return p if self.local else f"{self.fs.unstrip_protocol(p)}"
 
+    def file_in_the_way(self, kind: str) -> str | None:
+        """The user-facing path of `models/` or `models/<kind>` where it is a file (publishing
+        `kind` would fail there), else None."""
+        for parts in ((), (kind,)):
+            if self.fs.exists(self._p(*parts)) and not self.fs.isdir(self._p(*parts)):
+                return self.display(*parts)
+        return None
+
     def kinds(self) -> list[str]:
         base = self._p()
         if not self.fs.isdir(base):

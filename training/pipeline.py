@@ -252,9 +252,9 @@ def check_registry(reg: Registry, kinds: tuple[str, ...]) -> None:
     exits non-zero yet moved their `current` pointers. A pointer at a missing version is
     no such state: the new model replaces it (see _service_metrics)."""
     for kind in kinds:
-        for parts in ((), (kind,)):
-            if reg.fs.exists(reg._p(*parts)) and not reg.fs.isdir(reg._p(*parts)):
-                raise ForesightError(f"{reg.display(*parts)}: is a file, not a directory")
+        blocked = reg.file_in_the_way(kind)
+        if blocked:
+            raise ForesightError(f"{blocked}: is a file, not a directory")
         cur = reg.current(kind)  # raises on a pointer that is not JSON with a version
         if cur is not None and not cur.isdigit():  # the report plots versions as numbers
             raise ForesightError(f"{reg.display(kind, 'current')}: pointer names version "

@@ -82,8 +82,9 @@ def check_range(start: datetime, end: datetime, step_s: float) -> None:
                              f"end {end.isoformat()}")
     span = (end - start).total_seconds()
     if step_s > span:
-        raise ForesightError(f"--step {step_s:g} s is longer than the range ({span:g} s): "
-                             "check --step and --since / --start")
+        # whatif pulls at a fixed step (no --step option): the message fits both callers
+        raise ForesightError(f"the step of {step_s:g} s is longer than the range ({span:g} "
+                             "s): check --since / --start (and ingest's --step)")
     if span > MAX_DAYS * 86400:
         raise ForesightError(f"the range is {span / 86400:,.0f} days: at most {MAX_DAYS} "
                              "(check --since / --start)")

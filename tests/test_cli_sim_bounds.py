@@ -97,7 +97,7 @@ def no_connect(monkeypatch):
     (["--since", "100000d"], ("before 1970",)),
     (["--since", "1000000d"], ("--since 1000000d", "before year 1")),
     (["--start", "1900-01-01"], ("1900-01-01", "before 1970")),
-    (["--since", "1h", "--step", "2h"], ("--step 7200 s is longer than the range",)),
+    (["--since", "1h", "--step", "2h"], ("step of 7200 s is longer than the range",)),
     (["--since", "500d"], ("500 days", "at most 400")),
     (["--since", "300d", "--step", "1s"], ("points per series", "raise --step")),
     (["--out", "/proc/foresight-x"], ("--out /proc/foresight-x", "cannot write in /proc")),

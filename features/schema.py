@@ -119,3 +119,17 @@ def check_gpus_per_node(values: pd.Series, where: str, column: str) -> None:
         i = int(over[0])
         raise ForesightError(f"{where}: column {column} has {values.iloc[i]} GPUs on one node "
                              f"(data row {i + 1}): at most {MAX_GPUS_PER_NODE} per node")
+
+
+def to_numbers(values: pd.Series, where: str, error: type[Exception] = ForesightError
+               ) -> pd.Series:
+    """`values` as floats (an empty cell: NaN). Text is no number: raised as `error`, one
+    line naming ``where`` (file and column), the data row (1 = the first) and the count."""
+    num = pd.to_numeric(values, errors="coerce")
+    text = (num.isna() & values.notna()).to_numpy()
+    if text.any():
+        i = int(text.argmax())
+        raise error(f"{where}, data row {i + 1}: {str(values.iloc[i])!r} is not a number "
+                    f"({int(text.sum())} such value(s) in all)")
+    return num.astype(float)
+

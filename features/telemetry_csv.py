@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from features.schema import to_numbers
 from features.segments import SERIES_METRICS, WideSeries, wide_series
 from ground.paths import input_file
 
@@ -89,13 +90,7 @@ def _negatives(df: pd.DataFrame, mapping: dict[str, str], path: Path) -> None:
     Text is no reading either (an empty cell is a missing one): read as missing, a word in
     the SM activity made a spurious idle phase."""
     for c in mapping:
-        num = pd.to_numeric(df[c], errors="coerce")
-        text = (num.isna() & df[c].notna()).to_numpy()
-        if text.any():
-            i = int(np.flatnonzero(text)[0])
-            raise TelemetryCsvError(f"{path}: column {c}, data row {i + 1}: "
-                                    f"{str(df[c].iloc[i])!r} is not a number "
-                                    f"({int(text.sum())} such value(s) in all)")
+        num = to_numbers(df[c], f"{path}: column {c}", TelemetryCsvError)
         neg = (num < 0).to_numpy()
         if neg.any():
             i = int(np.flatnonzero(neg)[0])

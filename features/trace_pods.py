@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from features.schema import to_numbers
 from ground.errors import ForesightError
 
 
@@ -29,13 +30,7 @@ def _num(raw: pd.DataFrame, col: str, path: str | Path) -> pd.Series:
     "could not convert string to float"."""
     if col not in raw:
         raise KeyError(col)  # the CLI's "missing column" line
-    num = pd.to_numeric(raw[col], errors="coerce")
-    bad = num.isna() & raw[col].notna()
-    if bad.any():
-        i = int(bad.to_numpy().nonzero()[0][0])
-        raise ForesightError(f"{path}: column {col}, data row {i + 1}: "
-                             f"{str(raw[col].iloc[i])!r} is not a number")
-    return num.astype(float)
+    return to_numbers(raw[col], f"{path}: column {col}")
 
 
 def _times(raw: pd.DataFrame, path: str | Path) -> dict[str, pd.Series]:

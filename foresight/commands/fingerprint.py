@@ -324,16 +324,13 @@ def stragglers(csv: Path = typer.Option(..., "--csv", help="Per-worker step time
         has = ", ".join(map(str, df.columns[:8])) + (", ..." if len(df.columns) > 8 else "")
         raise ForesightError(f"--csv {csv}: no column {', '.join(missing)} (has {has}); "
                              "see --step-col, --worker-col, --value-col")
-    for col in (value_col, step_col):
-        num = pd.to_numeric(df[col], errors="coerce")
-        text = num.isna() & df[col].notna()
-        # a word is no time (read as missing it passed), nor a step among numbered ones (it
-        # made a step of its own); a step column all of names stays as given
-        if text.any() and (col == value_col or num.notna().any()):
-            i = int(text.to_numpy().argmax())
-            raise ForesightError(f"--csv {csv}: column {col}, data row {i + 1}: "
-                                 f"{str(df[col].iloc[i])!r} is not a number "
-                                 f"({int(text.sum())} such value(s) in all)")
+    from features.schema import to_numbers
+
+    # a word is no time (read as missing it passed), nor a step among numbered ones (it made
+    # a step of its own); a step column all of names stays as given
+    to_numbers(df[value_col], f"--csv {csv}: column {value_col}")
+    if pd.to_numeric(df[step_col], errors="coerce").notna().any():
+        to_numbers(df[step_col], f"--csv {csv}: column {step_col}")
     df[value_col] = pd.to_numeric(df[value_col], errors="coerce")
     if df[value_col].notna().sum() == 0:
         raise ForesightError(f"--csv {csv}: no numeric {value_col}")

@@ -343,3 +343,17 @@ def test_cli_reads_a_missing_rate_bin_as_zero(tmp_path):
     assert ys(target="rate") == [2.0, 0.0, 0.0, 1.0]
     assert ys() == ys(target="residual") == ys(fill="carry", target="rate") == [2.0, 2.0, 2.0, 1.0]
     assert ys(fill="zero") == [2.0, 0.0, 0.0, 1.0]
+
+
+def test_baseline_intervals_are_per_series_not_the_busy_series_spread():
+    """Two series 1,000x apart: each baseline's [p10, p90] covers about 80 % of its own series
+    (pooled raw residuals gave the quiet series the busy one's spread: coverage ~100 %)."""
+    df = flows(days=10)
+    df.loc[df["unique_id"] == "big", "y"] *= 1000.0
+    T = df["ds"].min() + pd.Timedelta("8D")
+    pred, _, _ = backtest(df, "10min", 6, T, agg="sum", with_ets=False, **FAST)
+    for uid, g in pred.groupby("unique_id"):
+        for name in ("persistence", "snaive_day"):
+            inside = (g["y_true"] >= g[f"{name}_p10"]) & (g["y_true"] <= g[f"{name}_p90"])
+            assert 0.6 < inside.mean() < 0.95, (uid, name, inside.mean())
+            assert (g[f"{name}_p90"] - g[f"{name}_p10"]).median() < 5 * g["y_true"].std(), uid

@@ -65,11 +65,28 @@ def ets_baseline(df: pd.DataFrame, horizon: int, agg: str, freq: str, first_orig
     return pd.concat(parts, ignore_index=True)
 
 
+#: fewest calibration residuals a series' own baseline interval takes (the model's rule,
+#: DemandForecaster._conformal); a series with fewer takes the pooled one
+MIN_OWN = 50
+
+
 def _conformal(cal: pd.DataFrame, test: pd.DataFrame, col: str, coverage: float) -> tuple:
-    r = (cal["y_true"] - cal[col]).dropna()
+    """Split-conformal [p10, p90] of a baseline, per series in units of the series' mean
+    |y| on calibration (pooled over series, in those units, for a series with fewer than
+    MIN_OWN residuals). Pooled raw residuals, as before 2026-11-28, gave a busy series' spread
+    to a quiet one: the requests of an LLM trace got its tokens' interval (coverage 100 %)."""
     a = (1 - coverage) / 2
-    lo, hi = (np.quantile(r, a), np.quantile(r, 1 - a)) if len(r) else (np.nan, np.nan)
-    return np.maximum(test[col] + lo, 0.0), test[col] + hi
+    r = cal["y_true"] - cal[col]
+    scale = cal.groupby("unique_id")["y_true"].apply(lambda y: float(y.abs().mean()) or 1.0)
+    z = (r / cal["unique_id"].map(scale)).dropna()
+    ids = cal.loc[z.index, "unique_id"]
+    pooled = (np.quantile(z, a), np.quantile(z, 1 - a)) if len(z) else (np.nan, np.nan)
+    q = {u: (np.quantile(g, a), np.quantile(g, 1 - a)) for u, g in z.groupby(ids)
+         if len(g) >= MIN_OWN}
+    qs = np.array([q.get(u, pooled) for u in test["unique_id"]], float).reshape(-1, 2)
+    s = test["unique_id"].map(scale).fillna(1.0).to_numpy()
+    return (np.maximum(test[col] + qs[:, 0] * s, 0.0),
+            test[col] + qs[:, 1] * s)
 
 
 def _mean(x) -> float:

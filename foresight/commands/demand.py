@@ -219,7 +219,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sub, name="demand")
 
 
-SOURCES = ("--data", "--dlrm", "--helios", "--qps")
+SOURCES = ("--data", "--dlrm", "--helios", "--qps", "--llm")
 
 
 def _pods(data: Path) -> pd.DataFrame:
@@ -249,6 +249,10 @@ def series_cmd(
                                 "running + pending GPUs per VC, averaged per bin"),
     qps: Path = typer.Option(None, "--qps", help="A GenTD26-format qps CSV: the gateway's "
                              "API request rate, averaged per bin"),
+    llm: Path = typer.Option(None, "--llm", help="An LLM inference request trace (Azure's "
+                             "TIMESTAMP, ContextTokens, GeneratedTokens): requests, context "
+                             "tokens and generated tokens arriving per bin (three series; a "
+                             "1-hour trace wants --freq 10s)"),
     by: str = typer.Option("total", "--by", help="With --dlrm: total (one series) or app"),
     freq: str = typer.Option("10min", "--freq", help="Bin width."),
     out: Path = typer.Option(..., "--out", help="S.csv to write (unique_id, ds, y)."),
@@ -258,8 +262,9 @@ def series_cmd(
     from features import demand_series as ds_
     from features.dlrm_trace import dlrm_arrivals
     from features.gateway_qps import gateway_qps
+    from features.llm_trace import llm_load
 
-    sources = dict(zip(SOURCES, (data, dlrm, helios, qps)))
+    sources = dict(zip(SOURCES, (data, dlrm, helios, qps, llm)))
     check_output(out, "--out", inputs=sources)
     source, path = one_source(sources)
     ds_.parse_freq(freq)
@@ -272,8 +277,10 @@ def series_cmd(
             df = dlrm_arrivals(path, freq, by=by)
         elif source == "--helios":
             df = ds_.helios_series(path, freq)
-        else:
+        elif source == "--qps":
             df = gateway_qps(path, freq)
+        else:
+            df = llm_load(path, freq)
     except (ValueError, KeyError, OSError) as exc:  # a file of another format
         raise format_error(source, path, exc) from None
     out.parent.mkdir(parents=True, exist_ok=True)

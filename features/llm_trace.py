@@ -1,0 +1,82 @@
+"""An LLM inference request trace (Azure's `AzureLLMInferenceTrace_*` format) as demand series.
+
+One row of the trace is one request: `TIMESTAMP` (its arrival, naive: read as UTC),
+`ContextTokens` (the prompt: prefill work) and `GeneratedTokens` (the answer: decode work).
+Binned, it gives the load an inference fleet must serve, per bin, in the Nixtla long format:
+- `<name>:requests`: requests arriving in the bin;
+- `<name>:context_tokens` / `<name>:generated_tokens`: the tokens those requests bring, the
+  two loads that size a fleet (prefill is compute-bound, decode memory-bound; Splitwise,
+  ISCA'24, the paper the trace was published with, sizes prefill and decode pools by them).
+`name` is the file's stem without the `AzureLLMInferenceTrace_` prefix (`code`, `conv`,
+`code_1week`). A bin with no request is 0: the trace lists every request. The series run from
+the first request's bin to the last one's; a trace's first and last bins are partial.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from features.demand_series import check_grid, data_row, parse_freq, parse_times
+from features.schema import LONG_COLUMNS
+from ground.errors import ForesightError
+from ground.paths import input_file
+
+#: The trace's columns and the series each gives (a count of requests needs no column).
+TOKEN_COLUMNS = {"context_tokens": "ContextTokens", "generated_tokens": "GeneratedTokens"}
+VALUES = ("requests", *TOKEN_COLUMNS)
+_PREFIX = "AzureLLMInferenceTrace_"
+
+
+def trace_name(path: str | Path) -> str:
+    stem = Path(path).stem
+    return stem[len(_PREFIX):] if stem.startswith(_PREFIX) and len(stem) > len(_PREFIX) else stem
+
+
+def read_llm_requests(path: str | Path) -> pd.DataFrame:
+    """One row per request: `arrived` (UTC), `context_tokens`, `generated_tokens`."""
+    p = input_file(path, "LLM request trace", "the trace's CSV file")
+    raw = pd.read_csv(p, dtype={"TIMESTAMP": str})
+    missing = [c for c in ("TIMESTAMP", *TOKEN_COLUMNS.values()) if c not in raw.columns]
+    if missing:
+        raise ForesightError(f"{p.name}: missing column(s) {', '.join(missing)}; an Azure LLM "
+                             "inference trace has TIMESTAMP, ContextTokens, GeneratedTokens")
+    if raw.empty:
+        raise ForesightError(f"{p.name}: no requests")
+    empty = raw["TIMESTAMP"].isna()
+    if empty.any():
+        raise ForesightError(f"{p.name}: column TIMESTAMP, data row {data_row(empty)} is empty")
+    out = pd.DataFrame({"arrived": parse_times(raw["TIMESTAMP"], f"{p.name}: column TIMESTAMP")})
+    for name, col in TOKEN_COLUMNS.items():
+        v = pd.to_numeric(raw[col], errors="coerce")
+        # a count: empty, text, a fraction or a negative would make the load up
+        bad = v.isna() | (v < 0) | (v != np.floor(v.fillna(0.0))) | ~np.isfinite(v.fillna(0.0))
+        if bad.any():
+            raise ForesightError(f"{p.name}: column {col}, data row {data_row(bad)}: "
+                                 f"{str(raw[col][bad].iloc[0])!r} is not a count of tokens")
+        out[name] = v.astype(float)
+    return out
+
+
+def llm_load(path: str | Path, freq: str = "10s",
+             values: tuple[str, ...] | list[str] = VALUES) -> pd.DataFrame:
+    """Per bin of `freq`: the requests arriving and the tokens they bring, one series per
+    value of `values` (`requests`, `context_tokens`, `generated_tokens`), on one grid."""
+    unknown = [v for v in values if v not in VALUES]
+    if unknown or not values:
+        raise ForesightError(f"bad value(s) {', '.join(unknown) or '(none)'}: use "
+                             f"{', '.join(VALUES)}")
+    step = parse_freq(freq)
+    req = read_llm_requests(path)
+    name = trace_name(path)
+    first, last = req["arrived"].min().floor(step), req["arrived"].max().floor(step)
+    ids = [f"{name}:{v}" for v in values]
+    check_grid(pd.Series([first] * len(ids), index=ids), pd.Series([last] * len(ids), index=ids),
+               step, freq)
+    grid = pd.date_range(first, last, freq=step)
+    per_bin = req.assign(requests=1.0).groupby(req["arrived"].dt.floor(step))[list(values)].sum()
+    per_bin = per_bin.reindex(grid, fill_value=0.0)
+    parts = [pd.DataFrame({"unique_id": uid, "ds": grid, "y": per_bin[v].to_numpy(float)})
+             for uid, v in zip(ids, values)]
+    return pd.concat(parts, ignore_index=True)[LONG_COLUMNS]

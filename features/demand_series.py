@@ -10,6 +10,8 @@ Builders turn the outside world's tables into regular-binned long series:
 - `pending_from_queue_samples`: a Kueue/Volcano queue gauge averaged per bin.
 - `helios_series`: the Helios Earth per-VC minute files, `y = running_gpu_num +
   pending_gpu_num` (the GPU demand; `total_gpu_num` is the quota), averaged per bin.
+- `philly_series`: Philly's node sequence (Helios artifact), active nodes per minute (`total`
+  is the cluster's size), averaged per bin: one series `philly`.
 `read_series_csv` loads and validates a user's S.csv; `parse_freq`/`horizon_bins` validate the
 CLI's frequency and horizon strings; `parse_times`/`seconds_to_utc` read the time columns of
 user files. Every user error is a one-line ForesightError naming the first bad data row.
@@ -319,3 +321,16 @@ def helios_series(vc_dir: str | Path, freq: str = "10min") -> pd.DataFrame:
         parts.append(pd.DataFrame({"unique_id": f.stem, "ds": raw["time"],
                                    "y": raw["running_gpu_num"] + raw["pending_gpu_num"]}))
     return regularize(pd.concat(parts, ignore_index=True), freq, "mean")
+
+
+def philly_series(path: str | Path, freq: str = "10min") -> pd.DataFrame:
+    """Philly's active nodes (`philly_node_sequence.csv`: time, active, total), averaged per
+    bin as one series `philly`; a minute without a row keeps the last level."""
+    p = input_file(path, "Philly node sequence", "the CSV file")
+    raw = pd.read_csv(p)
+    missing = [c for c in ("time", "active") if c not in raw.columns]
+    if missing:
+        raise ForesightError(f"{p.name}: missing column(s) {', '.join(missing)}; a Philly node "
+                             "sequence has time, active, total")
+    return regularize(pd.DataFrame({"unique_id": "philly", "ds": raw["time"], "y": raw["active"]}),
+                      freq, "mean")

@@ -125,3 +125,17 @@ def test_genai_directory_takes_any_suffix_but_one_file(tmp_path):
         metric_file(tmp_path, "duty_cycle")
     with pytest.raises(ForesightError, match="found 0"):
         metric_file(tmp_path, "memory_used")
+
+
+def test_demand_helios_bench_scores_a_philly_sequence(tmp_path, out_name):
+    t = pd.date_range("2017-10-03", periods=16 * 1440, freq="min")
+    rng = np.random.default_rng(4)
+    active = 300 + 40 * np.sin(np.arange(len(t)) / 1440 * 2 * np.pi) + rng.normal(0, 3, len(t))
+    seq = tmp_path / "philly_tiny.csv"
+    pd.DataFrame({"time": t.strftime("%Y-%m-%d %H:%M:%S"), "active": active.round(),
+                  "total": 420}).to_csv(seq, index=False)
+    text = written(out_name, run_bench("demand_helios.py", "--philly", str(seq), "--out",
+                                       out_name, timeout=300))
+    assert text.startswith("# Demand forecaster on Philly (active nodes")
+    assert str(seq) in header_line(text, "data")
+    assert "## horizon 1h" in text and "## horizon 6h" in text

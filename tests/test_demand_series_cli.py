@@ -48,6 +48,22 @@ def test_helios_vcs_and_the_series_feeds_backtest(tmp_path):
     assert s.groupby("unique_id")["y"].mean().round(1).to_dict() == {"vcA": 11.0, "vcB": 21.0}
 
 
+def test_philly_active_nodes_are_one_series_averaged_per_bin(tmp_path):
+    seq = tmp_path / "philly_node_sequence.csv"
+    t = pd.date_range("2017-10-03", periods=30, freq="min")
+    pd.DataFrame({"time": t.strftime("%Y-%m-%d %H:%M:%S"), "active": np.arange(30) + 300,
+                  "total": 420}).to_csv(seq, index=False)
+    out = tmp_path / "S.csv"
+    proc = cli("--philly", str(seq), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    s = pd.read_csv(out)
+    assert s["unique_id"].unique().tolist() == ["philly"]
+    assert s["y"].tolist() == [304.5, 314.5, 324.5]  # active, not the cluster's total
+    proc = cli("--philly", str(out), "--out", str(tmp_path / "T.csv"))  # another format
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "time, active" in lines[0], proc.stderr
+
+
 @pytest.mark.parametrize("args, needle", [
     (("--dlrm", "{qps}"), "--dlrm"),                         # a file of another format
     (("--qps", "{qps}", "--helios", "{dir}"), "exactly one"),

@@ -219,7 +219,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(sub, name="demand")
 
 
-SOURCES = ("--data", "--dlrm", "--helios", "--qps", "--llm")
+SOURCES = ("--data", "--dlrm", "--helios", "--philly", "--qps", "--llm")
 
 
 def _pods(data: Path) -> pd.DataFrame:
@@ -247,6 +247,8 @@ def series_cmd(
                               "disaggregated_DLRM_trace.csv): GPUs requested per bin"),
     helios: Path = typer.Option(None, "--helios", help="A directory of Helios per-VC CSVs: "
                                 "running + pending GPUs per VC, averaged per bin"),
+    philly: Path = typer.Option(None, "--philly", help="Philly's node sequence (time, active, "
+                                "total): active nodes, averaged per bin"),
     qps: Path = typer.Option(None, "--qps", help="A GenTD26-format qps CSV: the gateway's "
                              "API request rate, averaged per bin"),
     llm: Path = typer.Option(None, "--llm", help="An LLM inference request trace (Azure's "
@@ -264,7 +266,7 @@ def series_cmd(
     from features.gateway_qps import gateway_qps
     from features.llm_trace import llm_load
 
-    sources = dict(zip(SOURCES, (data, dlrm, helios, qps, llm)))
+    sources = dict(zip(SOURCES, (data, dlrm, helios, philly, qps, llm)))
     check_output(out, "--out", inputs=sources)
     source, path = one_source(sources)
     ds_.parse_freq(freq)
@@ -277,6 +279,8 @@ def series_cmd(
             df = dlrm_arrivals(path, freq, by=by)
         elif source == "--helios":
             df = ds_.helios_series(path, freq)
+        elif source == "--philly":
+            df = ds_.philly_series(path, freq)
         elif source == "--qps":
             df = gateway_qps(path, freq)
         else:

@@ -77,7 +77,8 @@ def _conformal(cal: pd.DataFrame, test: pd.DataFrame, col: str, coverage: float)
     to a quiet one: the requests of an LLM trace got its tokens' interval (coverage 100 %)."""
     a = (1 - coverage) / 2
     r = cal["y_true"] - cal[col]
-    scale = cal.groupby("unique_id")["y_true"].apply(lambda y: float(y.abs().mean()) or 1.0)
+    # a series of zeros (or no finite target) keeps raw units
+    scale = cal["y_true"].abs().groupby(cal["unique_id"]).mean().fillna(0.0).replace(0.0, 1.0)
     z = (r / cal["unique_id"].map(scale)).dropna()
     ids = cal.loc[z.index, "unique_id"]
     pooled = (np.quantile(z, a), np.quantile(z, 1 - a)) if len(z) else (np.nan, np.nan)

@@ -357,3 +357,20 @@ def test_baseline_intervals_are_per_series_not_the_busy_series_spread():
             inside = (g["y_true"] >= g[f"{name}_p10"]) & (g["y_true"] <= g[f"{name}_p90"])
             assert 0.6 < inside.mean() < 0.95, (uid, name, inside.mean())
             assert (g[f"{name}_p90"] - g[f"{name}_p10"]).median() < 5 * g["y_true"].std(), uid
+
+
+def test_shrink_on_a_short_validation_needs_a_gain_that_holds_across_horizons():
+    """Under MIN_DAY_BLOCKS days of validation the bootstrap resamples whole horizons: a gain
+    made in one burst is not kept (with day blocks, one day resamples to itself and any gain
+    was). Over 7 days the day blocks stay, and a gain every day is kept."""
+    m = DemandForecaster(freq="10min", horizon=6)
+    origins = pd.date_range("2026-01-05 10:00", periods=72, freq="10min", tz="UTC").to_numpy()
+    errs = np.ones((len(m.shrink_grid), len(origins)))
+    errs[-1] = 1.05          # lam = 1 a little worse at every origin...
+    errs[-1, :6] = 0.0       # ...but far better over one horizon: lower on average
+    assert errs[-1].mean() < errs[0].mean()
+    assert m._choose_shrink(errs, origins) == 0.0
+    week = pd.date_range("2026-01-05", periods=7 * 144, freq="10min", tz="UTC").to_numpy()
+    steady = np.ones((len(m.shrink_grid), len(week)))
+    steady[-1] = 0.9
+    assert m._choose_shrink(steady, week) == 1.0

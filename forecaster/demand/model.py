@@ -48,6 +48,8 @@ MODEL = "model"
 #: the margin the model needs over the recent best baseline to be re-picked (the usage
 #: forecaster's default `min_gain`)
 RECENT_MIN_GAIN = 0.03
+#: fewest days of validation the shrink's bootstrap resamples as days (else by horizons)
+MIN_DAY_BLOCKS = 5
 
 
 class DemandForecaster:
@@ -293,13 +295,18 @@ class DemandForecaster:
         Why: on level series the learned change is mostly noise; a gain of 1% on one week of
         validation does not carry over. We resample whole days of validation origins (block
         bootstrap, seeded) and keep lam>0 only if it beats lam=0 in >= 90% of resamples.
+        Under MIN_DAY_BLOCKS days (a gateway's 3 h, an LLM trace's minutes) the blocks are
+        whole horizons: one day resamples only to itself, and any gain was kept.
         """
         grid = np.asarray(self.shrink_grid, dtype=float)
         best = int(np.argmin(errs.mean(1)))
         if grid[best] == 0.0 or 0.0 not in grid:
             return float(grid[best])
         zero = int(np.flatnonzero(grid == 0.0)[0])
-        day = pd.to_datetime(origins).floor("1D").to_numpy()
+        at = pd.to_datetime(origins)
+        day = at.floor("1D").to_numpy()
+        if len(np.unique(day)) < MIN_DAY_BLOCKS:  # too few days to resample: whole horizons
+            day = at.floor(self.horizon * pd.Timedelta(self.freq)).to_numpy()
         days, inv = np.unique(day, return_inverse=True)
         gain = errs[best] - errs[zero]  # < 0 where the model helps
         per_day = np.bincount(inv, weights=gain), np.bincount(inv)

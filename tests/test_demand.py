@@ -374,3 +374,21 @@ def test_shrink_on_a_short_validation_needs_a_gain_that_holds_across_horizons():
     steady = np.ones((len(m.shrink_grid), len(week)))
     steady[-1] = 0.9
     assert m._choose_shrink(steady, week) == 1.0
+
+
+def test_per_series_scores_each_series_against_its_own_best_baseline():
+    from forecaster.demand.backtest import per_series
+
+    pred = pd.DataFrame({
+        "unique_id": ["a"] * 4 + ["b"] * 4,
+        "y_true": [10.0, 12, 10, 12, 1000, 1200, 1000, 1200],
+        "p50": [11.0, 11, 11, 11, 1000, 1000, 1000, 1000],
+        "p10": [9.0] * 4 + [900.0] * 4, "p90": [13.0] * 4 + [1100.0] * 4,
+        "persistence": [12.0, 10, 12, 10, 1200, 1000, 1200, 1000],
+        "ets": [11.0, 11, 11, 11, np.nan, np.nan, np.nan, np.nan]})
+    t = per_series(pred).set_index("series")
+    assert t.loc["a", "best baseline"] == "ets" and t.loc["a", "ratio"] == pytest.approx(1.0)
+    # b has no AutoETS forecast: persistence (MAE 200) is its best; served MAE 100
+    assert t.loc["b", "best baseline"] == "persistence"
+    assert t.loc["b", "ratio"] == pytest.approx(0.5)
+    assert t.loc["a", "coverage"] == 1.0 and t.loc["b", "coverage"] == 0.5

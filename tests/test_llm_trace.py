@@ -111,6 +111,10 @@ def test_cli_series_feeds_backtest(tmp_path):
                "mean", "--target", "rate", "--val-bins", "36", "--no-ets",
                "--test-start", "2023-11-16T18:40:00Z", "--out", str(pred))
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # three series in three units: each is shown against its own best baseline
+    assert "per series, test origins" in proc.stdout
+    assert all(f"conv:{v}" in proc.stdout for v in ("requests", "context_tokens",
+                                                     "generated_tokens"))
     p = pd.read_csv(pred)
     assert set(p["unique_id"]) == {"conv:requests", "conv:context_tokens", "conv:generated_tokens"}
     assert (p["p10"] <= p["p90"]).all()

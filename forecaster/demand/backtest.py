@@ -154,6 +154,32 @@ def backtest(df: pd.DataFrame, freq: str, horizon: int, test_start, agg: str = "
     return test, pd.DataFrame(rows), model
 
 
+#: simple baselines: what the served forecast must beat (ewma_mix is the forecaster's own)
+SIMPLE = tuple(b for b in BASELINES if b != "ewma_mix")
+
+
+def per_series(pred: pd.DataFrame) -> pd.DataFrame:
+    """Per series of a backtest's PRED: the served MAE, the best simple baseline on the same
+    origins and its MAE, their ratio, and each one's [p10, p90] coverage. Series in other
+    units (an LLM trace's tokens and requests) are read here, not in the pooled table."""
+    rows = []
+    for uid, g in pred.groupby("unique_id", sort=False):
+        y = g["y_true"].to_numpy(float)
+        mae = {b: _mean(np.abs(y - g[b].to_numpy(float))) for b in SIMPLE if b in g}
+        mae = {b: v for b, v in mae.items() if np.isfinite(v)}
+        served = _mean(np.abs(y - g["p50"].to_numpy(float)))
+        best = min(mae, key=mae.get) if mae else None
+        cover = lambda lo, hi: _mean((y >= g[lo].to_numpy(float)) & (y <= g[hi].to_numpy(float)))  # noqa: E731
+        rows.append({"series": uid, "origins": len(g), "served MAE": served,
+                     "best baseline": best or "-",
+                     "baseline MAE": mae[best] if best else float("nan"),
+                     "ratio": served / mae[best] if best and mae[best] > 0 else float("nan"),
+                     "coverage": cover("p10", "p90"),
+                     "baseline coverage": cover(f"{best}_p10", f"{best}_p90")
+                     if best and f"{best}_p10" in g else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def plot_busiest(pred: pd.DataFrame, path: str, title: str = "") -> str:
     """PNG of forecast vs actual for the queue with the largest total y_true."""
     import matplotlib

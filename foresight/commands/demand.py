@@ -121,6 +121,18 @@ def served_table(model, title: str) -> Table:
     return t
 
 
+def series_table(t: pd.DataFrame) -> Table:
+    """Each series against its own best simple baseline, in its own units."""
+    table = Table(title="per series, test origins: served forecast vs the best simple baseline")
+    for c in ("series", "served MAE", "best baseline", "ratio", "coverage p10-p90"):
+        table.add_column(c, justify="left" if c == "series" else "right")
+    for r in t.to_dict("records"):
+        table.add_row(str(r["series"]), f"{r['served MAE']:,.3f}",
+                      f"{r['best baseline']} {r['baseline MAE']:,.3f}", f"{r['ratio']:.3f}",
+                      f"{r['coverage']:.1%}")
+    return table
+
+
 def register(app: typer.Typer) -> None:
     sub = typer.Typer(no_args_is_help=True, help="Forecast the GPU demand arriving per queue.")
 
@@ -140,7 +152,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Rolling-origin backtest; prints MAE, MASE, pinball and coverage per method."""
         from features.demand_series import horizon_bins
-        from forecaster.demand.backtest import backtest, plot_busiest
+        from forecaster.demand.backtest import backtest, per_series, plot_busiest
 
         H = horizon_bins(horizon, freq)
         kw = _target(target, agg)
@@ -174,6 +186,8 @@ def register(app: typer.Typer) -> None:
             table.add_row(r.method, str(r.n), f"{r.MAE:.3f}", f"{r.MASE:.3f}",
                           f"{r.pinball:.3f}", f"{r.coverage_p10_p90:.1%}")
         Console().print(table)
+        if pred["unique_id"].nunique() > 1:  # the pooled MAE is the largest series' (units)
+            Console().print(series_table(per_series(pred)))
         Console().print(served_table(model, "served per series (model = the forecast above; "
                                             "a baseline where the model lost on validation)"))
         typer.echo(f"wrote {out} and {png} (busiest queue {uid})")

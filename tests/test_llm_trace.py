@@ -44,6 +44,17 @@ def test_requests_and_tokens_per_bin_with_empty_bins_zero(tmp_path):
     assert one["unique_id"].unique().tolist() == ["code:requests"] and one["y"].tolist() == [3.0]
 
 
+def test_chunked_reading_sums_the_same_bins_and_numbers_rows_across_chunks(tmp_path):
+    f = poisson_trace(tmp_path / "t.csv", 5, 7)
+    whole = llm_load(f, "10s")
+    pd.testing.assert_frame_equal(llm_load(f, "10s", chunk_rows=7), whole)
+    raw = pd.read_csv(f)
+    raw.loc[20, "GeneratedTokens"] = -1  # data row 21, in the third chunk of 7 rows
+    raw.to_csv(f, index=False)
+    with pytest.raises(ForesightError, match="column GeneratedTokens, data row 21:"):
+        llm_load(f, "10s", chunk_rows=7)
+
+
 def test_trace_names_come_from_the_file():
     assert trace_name("x/AzureLLMInferenceTrace_conv_1week.csv") == "conv_1week"
     assert trace_name("x/my_requests.csv") == "my_requests"

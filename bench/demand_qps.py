@@ -121,11 +121,13 @@ def pick_design(df: pd.DataFrame) -> tuple[str, list[str]]:
 
 def pick_interval(df: pd.DataFrame, design: dict) -> tuple[dict, list[str]]:
     """Every INTERVAL_WINDOWS entry with the chosen design on every dev fold; the lowest
-    mean pinball loss (p10, p50, p90) wins."""
-    rows, pin, cov = [], {w: [] for w in INTERVAL_WINDOWS}, {w: [] for w in INTERVAL_WINDOWS}
+    mean pinball loss (p10, p50, p90) wins. A design without a re-pick window (`mix`) has
+    no served errors to re-calibrate from: only the validation tail's (None)."""
+    windows = INTERVAL_WINDOWS if design.get("recent_window") else (None,)
+    rows, pin, cov = [], {w: [] for w in windows}, {w: [] for w in windows}
     for start, stop in dev_folds(df):
         row = {"fold": f"{start:%H:%M} .. {stop:%H:%M}"}
-        for w in INTERVAL_WINDOWS:
+        for w in windows:
             _, met, *_ = score(df, start, stop, {**design, "recent_intervals": w})
             m = met.set_index("method").loc["model"]
             pin[w].append(m["pinball"])
@@ -136,7 +138,7 @@ def pick_interval(df: pd.DataFrame, design: dict) -> tuple[dict, list[str]]:
     rows.append({"fold": "mean", **{str(w): f"{np.mean(p):.4f}" for w, p in pin.items()}})
     rows.append({"fold": "mean abs(coverage - 80 %)",
                  **{str(w): f"{np.mean(c):.1%}" for w, c in cov.items()}})
-    w = min(INTERVAL_WINDOWS, key=lambda v: np.mean(pin[v]))
+    w = min(windows, key=lambda v: np.mean(pin[v]))
     return {**design, "recent_intervals": w}, [
         "## dev folds: pinball / p10-p90 coverage by interval window (ended horizons; None: "
         "the validation tail's)", "", md_table(pd.DataFrame(rows)), "",

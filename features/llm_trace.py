@@ -69,11 +69,6 @@ def _chunks(path: str | Path, chunk_rows: int = CHUNK_ROWS):
         raise ForesightError(f"{p.name}: no requests")
 
 
-def read_llm_requests(path: str | Path) -> pd.DataFrame:
-    """One row per request: `arrived` (UTC), `context_tokens`, `generated_tokens`."""
-    return pd.concat(list(_chunks(path)), ignore_index=True)
-
-
 def llm_load(path: str | Path, freq: str = "10s",
              values: tuple[str, ...] | list[str] = VALUES,
              chunk_rows: int = CHUNK_ROWS) -> pd.DataFrame:

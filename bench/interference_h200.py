@@ -95,6 +95,8 @@ def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
         train = train.reset_index(drop=True)
         m = InterferenceModel(**params).fit(train)
         pred = m.predict(held, admit=True)
+        m.familiar_ = None  # the same model without its support check, for the table
+        loose = m.predict(held, admit=True)
         d, dtr = directed(held), directed(train)
         mean = dtr.groupby("sharing")["y"].mean()
         u = (d["self_gpu_util"] + d["partner_gpu_util"]).to_numpy()
@@ -104,6 +106,9 @@ def lowo(pairs: pd.DataFrame, folds: list[str], params: dict,
             "model": np.r_[pred["a_speed_pred"], pred["b_speed_pred"]],
             "p10": np.r_[pred["a_speed_p10"], pred["b_speed_p10"]],
             "admit": admit_at(m, pred, held["sharing"].to_numpy(), MIN_SPEED),
+            "admit_any": admit_at(m, loose, held["sharing"].to_numpy(), MIN_SPEED),
+            # a side unlike every workload of the fold's training (familiar.py): refused
+            "unfamiliar": np.isinf(np.r_[pred["a_speed_unit"], pred["b_speed_unit"]]),
             "train_mean": d["sharing"].map(mean).to_numpy(),
             "util_rule": np.minimum(1.0, 100.0 / u)}))
     res = pd.concat(out, ignore_index=True)
@@ -136,7 +141,9 @@ def safety(r: pd.DataFrame) -> pd.DataFrame:
         r = r[~(r["y_upper"] >= MIN_SPEED)]
     # the point alone: how far the information goes without any margin
     return gate_table(r, MIN_SPEED, all_label="both", policies={
-        "model (admission bound)": "admit", "model (p10)": "p10",
+        "model (admission bound)": "admit",
+        **({"model (bound, no support check)": "admit_any"} if "admit_any" in r else {}),
+        "model (p10)": "p10",
         "model point (no margin)": "model", "util_rule": "util_rule"})
 
 
@@ -242,7 +249,7 @@ def report(r: pd.DataFrame, title: str) -> list[str]:
     for s in safety(r).itertuples():
         lines.append(f"| {s.mode} | {s.policy} | {s.unsafe} | {fmt(s.admitted_unsafe, True)} | "
                      f"{s.safe} | {fmt(s.refused_safe, True)} |")
-    lines += ["", *noise_bands(r)]
+    lines += ["", *noise_bands(r), "", unfamiliar_line(r)]
     refused = r[(r["y"] >= MIN_SPEED) & (r["p10"] < MIN_SPEED)]
     if len(refused):
         near = np.abs(refused["model"] - refused["y"]) <= 0.1
@@ -252,6 +259,20 @@ def report(r: pd.DataFrame, title: str) -> list[str]:
                   f"p10-p90 {np.quantile(refused['model'] - refused['p10'], 0.1):.3f}-"
                   f"{np.quantile(refused['model'] - refused['p10'], 0.9):.3f}."]
     return lines + [""]
+
+
+def unfamiliar_line(r: pd.DataFrame) -> str:
+    """How many held-out placements the gate refused because a side was unlike every
+    workload of its fold's training (forecaster/interference/familiar.py), and which."""
+    if "unfamiliar" not in r or not r["unfamiliar"].any():
+        return ("Unfamiliar sides (unlike every trained workload, refused whatever the "
+                "bound): none.")
+    u = r[r["unfamiliar"].astype(bool)]
+    names = sorted(set(u["fold"]))
+    return (f"Unfamiliar sides (unlike every trained workload, refused whatever the bound): "
+            f"{len(u)} of {len(r)} held-out rows, {int((u['y'] < MIN_SPEED).sum())} of them "
+            f"unsafe at {MIN_SPEED} and {int((u['y'] >= MIN_SPEED).sum())} safe (folds "
+            f"{', '.join(map(str, names))}).")
 
 
 def _at_most(v: float, bar: float) -> bool | None:

@@ -54,6 +54,15 @@ NOTES = [
     "trees serve without the structured part (the `plain` blend, chosen inside a fold when the "
     "forms lose to trees without them), the learned scale now serves too (before: one margin "
     "for every row).",
+    "- Support check (since 2026-11-28; forecaster/interference/familiar.py): a pair with a "
+    "side whose solo fingerprint lies farther from every workload of the fold's training than "
+    "any trained workload lies from its nearest other one is refused whatever its bound "
+    "(nothing calibrated the bound there), and the line under the safety table names those "
+    "folds. `model (bound, no support check)` is the same fold's model without it: the gate "
+    "before. Written after data/h200j showed the failure it stops (`ssd_detect`, a detection "
+    "server that completed no step beside any partner under time-slicing, predicted at 0.92 "
+    "or more); the rule has no fitted parameter, and its cost on the dev pool is in "
+    "interference_h200_familiar.md.",
     "- Part of the margin is the measurement itself: see the line on pairs measured twice "
     "under the per-set table (`--part pool`). Copy-engine jobs (`h2d_copy` in data/h200c, "
     "`d2h_copy` in data/h200i: ~99 % GPU util with SM activity 0.0000) cost their partners "

@@ -66,6 +66,8 @@ def _admission(ctx: Context, m: Any, rows: list[dict], feats: list[dict]) -> lis
     refused = under_floor(bound["a"], np.nan_to_num(floor["a"])) | \
         under_floor(bound["b"], np.nan_to_num(floor["b"]))
     given = {s: ~np.isnan(floor[s]) for s in "ab"}
+    # a side unlike every trained workload (forecaster/interference/familiar.py): bound 0
+    unfamiliar = np.isposinf(np.asarray(out["a_speed_unit"], float))
     shown = {s: floats(bound[s]) for s in "ab"}
     preds = [dict(zip(OUT_COLUMNS, v)) for v in zip(*(floats(out[c]) for c in OUT_COLUMNS))]
     for j, p in enumerate(preds):
@@ -73,7 +75,7 @@ def _admission(ctx: Context, m: Any, rows: list[dict], feats: list[dict]) -> lis
             p["a_admit_bound"] = shown["a"][j] if given["a"][j] else None
             p["b_admit_bound"] = shown["b"][j] if given["b"][j] else None
             p["admitted"] = not refused[j]
-            p["admit_source"] = "admission" if all(
+            p["admit_source"] = "unfamiliar" if unfamiliar[j] else "admission" if all(
                 table[s][j] for s in "ab" if given[s][j]) else "p10"
     return preds
 

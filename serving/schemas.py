@@ -106,10 +106,13 @@ class PairPrediction(BaseModel):
     admitted: Optional[bool] = Field(None, description=(
         "whether the extender's co-location gate admits the pair: each side's bound at or "
         "above its floor"))
-    admit_source: Optional[Literal["admission", "p10"]] = Field(None, description=(
+    admit_source: Optional[Literal["admission", "p10", "unfamiliar"]] = Field(None, description=(
         "`admission`: the model's calibrated admission bound; `p10`: the p10 serves as the "
         "bound (a model without an admission table: an older artifact, the training-median "
-        "baseline, or a sharing mode it has none for)"))
+        "baseline, or a sharing mode it has none for); `unfamiliar`: a side's solo "
+        "fingerprint is unlike every workload the model was fitted on, so no bound is "
+        "calibrated for the pair and both bounds are 0 (refused until its pairs are "
+        "measured)"))
 
 
 class InterferenceResponse(BaseModel):

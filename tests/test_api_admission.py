@@ -181,3 +181,21 @@ def test_a_model_without_an_admission_table_answers_the_p10_and_says_so(model, k
     node = client_for(model).post("/v1/interference", json={"pairs": [
         {**pairs[0], "sharing": "node"}]}).json()["predictions"][0]
     assert node["admit_source"] == "p10" and node["a_admit_bound"] == node["a_speed_p10"]
+
+
+def test_a_side_unlike_every_trained_workload_is_refused_and_the_api_says_why(model):
+    client = client_for(model)
+    # side a described by its solo fields: a known workload's, then a host-bound loop's
+    known = load_h200_pairs(DATA / "h200b").iloc[0]
+    fields = ["gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
+              "mem_copy_util", "power_w", "step_s"]
+    like = {f"a_{f}": float(known[f"a_{f}"]) for f in fields if pd.notna(known[f"a_{f}"])}
+    odd = {**like, "a_gpu_util": 3.0, "a_sm_active": 0.01, "a_sm_occupancy": 0.001,
+           "a_power_w": 95.0, "a_step_s": 40.0}
+    base = {"b_workload": "gemm_bf16", "sharing": "mps", "a_min_speed": 0.5}
+    r = client.post("/v1/interference", json={"pairs": [{**like, **base}, {**odd, **base}]})
+    assert r.status_code == 200, r.text
+    ok, new = r.json()["predictions"]
+    assert ok["admit_source"] == "admission" and ok["a_admit_bound"] > 0
+    assert new["admit_source"] == "unfamiliar" and new["a_admit_bound"] == 0.0
+    assert new["admitted"] is False and new["a_speed_pred"] > 0  # the speeds are answered

@@ -95,11 +95,15 @@ def q_at(table: dict[str, float], floors: np.ndarray) -> np.ndarray:
 def bound_at(table: dict[str, float], point: np.ndarray, unit: np.ndarray, p10: np.ndarray,
              floor: float | np.ndarray) -> np.ndarray:
     """What a minimum speed `floor` is held to: point - q * unit, q from one mode's table at
-    that floor; the p10 where there is no q or no unit."""
+    that floor; the p10 where there is no q or no unit; 0 where the unit is infinite (an
+    unfamiliar side: no floor above 0 holds)."""
     point, unit, p10 = (np.asarray(a, float) for a in (point, unit, p10))
     q = q_at(table, np.broadcast_to(np.asarray(floor, float), point.shape))
-    bound = np.minimum(np.clip(point - np.nan_to_num(q) * np.nan_to_num(unit), 0.0, 2.0), point)
-    return np.where(from_table(table, unit), bound, p10)
+    finite = np.where(np.isinf(unit), 0.0, np.nan_to_num(unit))
+    bound = np.minimum(np.clip(point - np.nan_to_num(q) * finite, 0.0, 2.0), point)
+    # an infinite unit: a side unlike every trained workload (familiar.py), held to nothing
+    bound = np.where(np.isposinf(unit), 0.0, bound)
+    return np.where(from_table(table, unit) | np.isposinf(unit), bound, p10)
 
 
 def from_table(table: dict[str, float], unit: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import lightgbm as lgb
 
 from ground.errors import ForesightError
+from forecaster.interference.familiar import Familiarity
 from forecaster.interference.identity import IdentityEncoder
 from forecaster.interference.mechanism import SharingMechanism
 
@@ -47,6 +48,7 @@ def save_model(model: "InterferenceModel", path: str | Path) -> Path:
         "band_offsets": model.band_offsets_, "base": model.base_, "solo": model.solo_,
         "scale_q": model.scale_q_, "scale_q_mode": model.scale_q_mode_,
         "admit_q": getattr(model, "admit_q_", {}),
+        "familiar": model.familiar_.to_json() if getattr(model, "familiar_", None) else None,
         "blend": model.blend_,
         "features": model.feature_names_, "side_features": model.side_features_,
         "categories": model.categories_, "identity": model.identity_,
@@ -101,6 +103,8 @@ def load_model(cls: type, path: str | Path) -> "InterferenceModel":
     # saved before the admission bound: the gate holds minimum speeds to the p10
     m.admit_q_ = {mode: {f: float(q) for f, q in per.items()}
                   for mode, per in (body.get("admit_q") or {}).items()}
+    fam = body.get("familiar")  # saved before the support check: every side familiar
+    m.familiar_ = Familiarity.from_json(fam) if fam else None
     m.feature_names_ = body["features"]
     m.side_features_ = body["side_features"]
     m.categories_ = body["categories"]

@@ -27,6 +27,8 @@ from forecaster.interference.admission import ADMIT_RISK, admission_table, bound
 from forecaster.interference.artifact import load_model, save_model
 from forecaster.interference.conformal import (MIN_BAND_SCORES, band, conformal, fit_scale,
                                                 margin_scale, scaled_margin)
+from forecaster.interference.familiar import FIELDS as FAMILIAR_FIELDS
+from forecaster.interference.familiar import Familiarity
 from forecaster.interference.features import directed, numeric_features, side_features
 from forecaster.interference.identity import (IdentityEncoder, calibration_groups,
                                               out_of_fold_identity)
@@ -105,6 +107,10 @@ class InterferenceModel:
         # demo's history that erred more than the training median (MAE 0.067 vs 0.049;
         # 0.033 with them, 0.032 with the pair's own features: bench/interference_name_only.py)
         self.solo_ = solo_table(pairs)
+        # the workloads the admission bound was calibrated on (familiar.py)
+        fam = [f for f in FAMILIAR_FIELDS if f in self.side_features_]
+        self.familiar_ = Familiarity().fit(
+            d["self_workload"], d[[f"self_{f}" for f in fam]].set_axis(fam, axis=1))
         X, y, rows = self._train_matrix(d)
         self.feature_names_ = list(X.columns)
         self.p10_ = None
@@ -365,8 +371,21 @@ class InterferenceModel:
         out = {"a_speed_pred": point[:n], "b_speed_pred": point[n:],
                "a_speed_p10": low[:n], "b_speed_p10": low[n:]}
         if admit:
+            # a side unlike every trained workload: no calibrated bound (inf: refused)
+            unit = np.where(self._unfamiliar(X, n), np.inf, unit)
             out.update(a_speed_unit=unit[:n], b_speed_unit=unit[n:])
         return pd.DataFrame(out)
+
+    def _unfamiliar(self, X: np.ndarray, n: int) -> np.ndarray:
+        """Each directed row whose self or partner is unfamiliar (familiar.py)."""
+        fam = getattr(self, "familiar_", None)
+        if fam is None or fam.threshold_ is None:
+            return np.zeros(len(X), bool)
+        cols = {f: X[:, self.feature_names_.index(f"self_{f}")] for f in fam.fields_
+                if f"self_{f}" in self.feature_names_}
+        side = fam.unfamiliar(pd.DataFrame(cols))  # a then b: each side once
+        own = side[:n] | side[n:]
+        return np.concatenate([own, own])
 
     def admit_bound(self, sharing: str, point: np.ndarray, unit: np.ndarray, p10: np.ndarray,
                     floor: float | np.ndarray) -> np.ndarray:

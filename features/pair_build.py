@@ -105,16 +105,7 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
     # SHARING_ORDER is alphabetical: sorting the names sorts the codes
     eps = eps.sort_values(["a_pod", "b_pod", "sharing", "start"], kind="mergesort",
                           ignore_index=True)
-    one = lambda x: x[~x.index.duplicated()]  # noqa: E731  (a pod is on one node)
-    feats = one(pd.concat([p["feats"] for p in parts]))
-    feats = feats[[TELEMETRY_FEATURES[m][0] for m in sorted(TELEMETRY_FEATURES)
-                   if TELEMETRY_FEATURES[m][0] in feats.columns]]
-    ref = one(pd.concat([p["ref"] for p in parts]))
-    n_gpus = one(pd.concat([p["n_gpus"] for p in parts]))
-    wl = pods.assign(key=pods["namespace"].astype(str) + "/" + pods["pod"].astype(str)
-                     ).drop_duplicates("key").set_index("key")["workload"].astype(str)
-    ref = _fill_by_workload(ref.to_frame("ref"), wl)["ref"]
-    feats = _fill_by_workload(feats, wl)
+    feats, ref, n_gpus, wl = _pod_solo(parts, pods)
     a, b = eps["a_pod"].to_numpy(), eps["b_pod"].to_numpy()
     cols: dict[str, object] = {"a_workload": wl.reindex(a).fillna("").to_numpy(),
                                "b_workload": wl.reindex(b).fillna("").to_numpy(),
@@ -139,6 +130,43 @@ def finish_pairs(parts: list[dict | None], pods: pd.DataFrame, *, gpu_model: str
         cols["gpu_model"] = gpu_model
     return pd.DataFrame(cols), eps.drop(columns=["a_steady", "b_steady", "a_idle_s",
                                                  "b_idle_s"])
+
+
+def workload_solo(parts: list[dict | None], pods: pd.DataFrame) -> pd.DataFrame:
+    """One row per workload with a solo window: `workload`, the median over its pods of the
+    solo features the pair table carries, `gpu_count` and `step_s`. Every workload that ran
+    alone on a GPU is here, co-located or not: the interference model's lookup for pods asked
+    by workload key (forecaster/interference/solo.py), so that a job that has only run alone
+    is predicted from its own fingerprint instead of from nothing."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return pd.DataFrame(columns=["workload"])
+    feats, ref, n_gpus, wl = _pod_solo(parts, pods)
+    per = feats.assign(gpu_count=n_gpus.reindex(feats.index).astype(float))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rate = ref.reindex(feats.index).to_numpy(float)
+        per["step_s"] = np.where(rate > 0, 1.0 / rate, np.nan)
+    per["workload"] = wl.reindex(per.index).fillna("").to_numpy()
+    per = per[per["workload"] != ""]
+    cols = [c for c in per.columns if c != "workload"]
+    return per.groupby("workload", sort=True)[cols].median().dropna(how="all").reset_index()
+
+
+def _pod_solo(parts: list[dict], pods: pd.DataFrame
+              ) -> tuple[pd.DataFrame, pd.Series, pd.Series, pd.Series]:
+    """Per pod: solo features, solo rate and GPU count over every node group (a pod that never
+    ran alone takes its workload's median), and each pod's workload."""
+    one = lambda x: x[~x.index.duplicated()]  # noqa: E731  (a pod is on one node)
+    feats = one(pd.concat([p["feats"] for p in parts]))
+    feats = feats[[TELEMETRY_FEATURES[m][0] for m in sorted(TELEMETRY_FEATURES)
+                   if TELEMETRY_FEATURES[m][0] in feats.columns]]
+    ref = one(pd.concat([p["ref"] for p in parts]))
+    n_gpus = one(pd.concat([p["n_gpus"] for p in parts]))
+    wl = pods.assign(key=pods["namespace"].astype(str) + "/" + pods["pod"].astype(str)
+                     ).drop_duplicates("key").set_index("key")["workload"].astype(str)
+    ref = _fill_by_workload(ref.to_frame("ref"), wl)["ref"]
+    feats = _fill_by_workload(feats, wl)
+    return feats, ref, n_gpus, wl
 
 
 def _colocation_steps(c: SampleCodes, sharing: dict[str, str]) -> dict[str, np.ndarray]:

@@ -86,3 +86,33 @@ def test_the_gate_refuses_a_pod_unlike_any_trained_workload_and_keeps_its_speeds
     assert np.isinf(back.predict(odd, admit=True)["a_speed_unit"].iloc[0])
     (ua,), _ = InterferenceAdapter(back).units("gemm_bf16", ["decode_gemv"], "mps")
     assert ua == 1.0
+
+
+def test_a_workload_seen_only_alone_is_asked_by_name_with_its_own_fingerprint(tmp_path):
+    if not (DATA / "h200c" / "pairs.csv").is_file():
+        pytest.skip("data/h200* measurements not in this checkout")
+    pairs = pd.concat([load_h200_pairs(DATA / d) for d in ("h200", "h200m", "h200b")],
+                      ignore_index=True)
+    new = "gemm_bf16"  # held out of every pair: it has only run alone
+    train = pairs[(pairs["a_workload"] != new) & (pairs["b_workload"] != new)]
+    mps = pairs[(pairs["a_workload"] == new) & (pairs["sharing"] == "mps")].iloc[0]
+    feats = [c[2:] for c in pairs.columns if c.startswith("a_") and c[2:] not in
+             ("workload", "speed") and pd.notna(mps[c])]
+    solo = pd.DataFrame([{"workload": new, **{f: mps[f"a_{f}"] for f in feats}}])
+    blind = InterferenceModel(n_estimators=60).fit(train)
+    seen = InterferenceModel(n_estimators=60).fit(train, solo=solo)
+    asked = pd.DataFrame({"a_workload": [new], "b_workload": [mps["b_workload"]],
+                          "sharing": ["mps"]})
+    given = asked.assign(**{f"a_{f}": [mps[f"a_{f}"]] for f in feats})
+    # by name, the model that learned the solo row answers as if given the fingerprint
+    assert seen.predict(asked).iloc[0].tolist() == pytest.approx(
+        seen.predict(given).iloc[0].tolist())
+    assert blind.predict(asked).iloc[0].tolist() != pytest.approx(
+        blind.predict(given).iloc[0].tolist())
+    # a workload of the pairs keeps its pairs' values; the row is saved with the model
+    other = pd.DataFrame([{"workload": "decode_gemv", "gpu_util": 1.0}])
+    kept = InterferenceModel(n_estimators=20).fit(train, solo=other)
+    assert kept.solo_["decode_gemv\x1f"]["gpu_util"] > 1.0
+    back = InterferenceModel.load(seen.save(tmp_path / "m"))
+    assert back.predict(asked).iloc[0].tolist() == pytest.approx(
+        seen.predict(asked).iloc[0].tolist())

@@ -344,3 +344,20 @@ def test_a_gavel_format_table_reads_as_a_pair_table(tmp_path):
     pd.DataFrame(rows[2:4]).to_csv(path, index=False)  # only the unmeasured pair
     with pytest.raises(ForesightError, match="no single-GPU pair"):
         read_pairs(path)
+
+
+def test_every_workload_that_ran_alone_gets_a_solo_row_co_located_or_not():
+    from features.pair_build import pair_parts, workload_solo
+
+    samples, pods = _telemetry()
+    solo = workload_solo([pair_parts(samples, gpu_sharing={"n1": "mps"})], pods)
+    by = solo.set_index("workload")
+    # the notebook never shared a GPU, and has no progress counter: no step time
+    assert set(by.index) == {"notebook", "train-a", "train-b"}
+    assert by.loc["notebook", "sm_active"] == pytest.approx(0.3)
+    assert by.loc["notebook", "gpu_util"] == pytest.approx(30.0)
+    assert np.isnan(by.loc["notebook", "step_s"])
+    # step time = 1 / the solo rate, as in the pair table (p1: 10 it/s alone)
+    assert by.loc["train-a", "step_s"] == pytest.approx(0.1)
+    assert by.loc["train-a", "sm_active"] == pytest.approx(0.8)  # alone, not shared
+    assert workload_solo([None], pods).empty

@@ -212,3 +212,24 @@ def test_interference_baseline_of_record_predicts_the_training_median(history, t
     med = float(pd.concat([train["pairs"]["a_speed"], train["pairs"]["b_speed"]]).median())
     assert p["a_speed_pred"].to_numpy() == pytest.approx(med, rel=1e-6)
     assert (p["a_speed_p10"] <= p["a_speed_pred"]).all()
+
+
+def test_the_interference_kind_learns_workloads_that_only_ran_alone(history) -> None:
+    """The retraining job hands the model every workload with a solo window, so that the
+    extender's by-name request for one that never shared a GPU reads its own fingerprint."""
+    from training.kinds import interference as kind
+
+    data = kind.prepare(copy.copy(history), TrainConfig(**CFG))
+    solo = data["solo"]
+    paired = set(data["pairs"]["a_workload"]) | set(data["pairs"]["b_workload"])
+    assert paired <= set(solo["workload"]) and solo["gpu_util"].notna().all()
+    train, test = kind.split(data, history.end - CFG["holdout"])
+    assert train["solo"] is solo and test["solo"] is solo  # features, not split by time
+    w = sorted(paired)[0]  # drop its pairs: it has only run alone now
+    alone = {**train, "pairs": train["pairs"][(train["pairs"]["a_workload"] != w)
+                                              & (train["pairs"]["b_workload"] != w)]}
+    model = kind.fit(alone, TrainConfig(**CFG))
+    assert model.solo_[f"{w}\x1f"]["gpu_util"] == pytest.approx(
+        float(solo.set_index("workload").loc[w, "gpu_util"]))
+    blind = kind.fit({**alone, "solo": None}, TrainConfig(**CFG))
+    assert f"{w}\x1f" not in blind.solo_

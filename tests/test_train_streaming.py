@@ -47,6 +47,7 @@ def test_features_equal_in_memory(parted):
     assert len(a["pairs"]) >= 30
     pd.testing.assert_frame_equal(a["pairs"], b["pairs"])
     pd.testing.assert_frame_equal(a["episodes"], b["episodes"])
+    pd.testing.assert_frame_equal(a["solo"], b["solo"])  # every workload that ran alone
     a = load_kind("usage").prepare(mem, cfg)
     b = builds["usage"]()
     pd.testing.assert_frame_equal(a["series"], b["series"])

@@ -130,12 +130,13 @@ def fit_usage_dask(series: pd.DataFrame, client, **kw) -> UsageForecaster:
     return m.fit(series)
 
 
-def fit_interference_dask(pairs: pd.DataFrame, cfg, client) -> InterferenceModel:
+def fit_interference_dask(pairs: pd.DataFrame, cfg, client,
+                          solo: pd.DataFrame | None = None) -> InterferenceModel:
     m = DaskInterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
                               alpha=cfg.interference_alpha,
                               admit_risk=cfg.interference_admit_risk, seed=cfg.seed)
     m.dask_client_ = client
-    return m.fit(pairs)
+    return m.fit(pairs, solo=solo)
 
 
 def fit_demand_dask(series: pd.DataFrame, cfg, client, **kw) -> DemandForecaster:

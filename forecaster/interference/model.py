@@ -34,7 +34,7 @@ from forecaster.interference.identity import (IdentityEncoder, calibration_group
                                               out_of_fold_identity)
 from forecaster.interference.matrix import predict_matrix
 from forecaster.interference.mechanism import SharingMechanism
-from forecaster.interference.solo import solo_table
+from forecaster.interference.solo import solo_table, with_solo_only
 
 _CATEGORICAL = ["gpu_model", "sharing"]
 _ID_MONOTONE = {"id_self_sens": 1, "id_partner_aggr": 1, "id_mf": 1, "mech_speed": 1}
@@ -76,7 +76,10 @@ class InterferenceModel:
         self.seed = seed
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, pairs: pd.DataFrame) -> "InterferenceModel":
+    def fit(self, pairs: pd.DataFrame, solo: pd.DataFrame | None = None) -> "InterferenceModel":
+        """`solo`: optional solo fingerprints (`workload` and any side feature columns) of
+        workloads that ran alone but may never have shared a GPU: the lookup of pods asked by
+        workload key learns them too (a workload in `pairs` keeps its pairs' values)."""
         for name, ok in _CHOICES.items():
             if getattr(self, name) not in ok:
                 raise ForesightError(f"{name} must be one of {', '.join(map(repr, ok))}, not "
@@ -106,7 +109,7 @@ class InterferenceModel:
         # forms do. Without them a name-only request reads every feature as missing; on the
         # demo's history that erred more than the training median (MAE 0.067 vs 0.049;
         # 0.033 with them, 0.032 with the pair's own features: bench/interference_name_only.py)
-        self.solo_ = solo_table(pairs)
+        self.solo_ = with_solo_only(solo_table(pairs), solo)
         # the workloads the admission bound was calibrated on (familiar.py)
         fam = [f for f in FAMILIAR_FIELDS if f in self.side_features_]
         self.familiar_ = Familiarity().fit(

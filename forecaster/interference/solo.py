@@ -40,6 +40,24 @@ def solo_table(pairs: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def with_solo_only(table: dict[str, dict[str, float]], solo: pd.DataFrame | None
+                   ) -> dict[str, dict[str, float]]:
+    """`table` plus the all-modes entry of every workload of `solo` (one row per workload:
+    `workload` and side feature columns, e.g. features.pair_build.workload_solo) that
+    `table` lacks. A workload the pairs measured keeps the pairs' values."""
+    if solo is None or solo.empty or "workload" not in solo:
+        return table
+    out = dict(table)
+    feats = [f for f in SIDE_FEATURES if f in solo]
+    for row in solo.itertuples(index=False):
+        w = str(getattr(row, "workload"))
+        vals = {f: float(getattr(row, f)) for f in feats
+                if np.isfinite(float(getattr(row, f)))}
+        if w and vals and f"{w}{_SEP}" not in out:
+            out[f"{w}{_SEP}"] = vals
+    return out
+
+
 def fill_solo(cols: dict[str, np.ndarray], n: int, solo: dict[str, dict[str, float]],
               feats: list[str]) -> dict[str, np.ndarray]:
     """`cols` (pair_arrays output) with missing solo features of known workloads filled."""

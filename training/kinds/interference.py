@@ -36,7 +36,7 @@ def partial(samples: pd.DataFrame, history, cfg) -> dict | None:
 
 
 def combine(parts: list, history, cfg) -> dict:
-    from features.pair_build import finish_pairs
+    from features.pair_build import finish_pairs, workload_solo
 
     pairs, eps = finish_pairs(parts, history.pods, gpu_model=history.gpu_model)
     if pairs.empty:
@@ -45,8 +45,11 @@ def combine(parts: list, history, cfg) -> dict:
     if keep.sum() < MIN_PAIRS:
         raise SkipKind(f"only {int(keep.sum())} co-location episodes with a measured speed "
                        f"(need {MIN_PAIRS}; is the progress counter exported?)")
+    # every workload that ran alone, co-located or not: pods of a workload that has never
+    # shared a GPU are then asked with their own fingerprint (forecaster/interference/solo.py)
     return {"pairs": pairs[keep].reset_index(drop=True),
-            "episodes": eps[keep].reset_index(drop=True)}
+            "episodes": eps[keep].reset_index(drop=True),
+            "solo": workload_solo(parts, history.pods)}
 
 
 def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
@@ -56,7 +59,8 @@ def split(data: dict, cutoff: pd.Timestamp) -> tuple[dict, dict]:
     if tr.sum() < MIN_PAIRS or te.sum() < 10:
         raise SkipKind(f"{int(tr.sum())} training / {int(te.sum())} backtest episodes around "
                        f"{cutoff}: history too short for a time split")
-    pick = lambda m: {k: v[m].reset_index(drop=True) for k, v in data.items()}  # noqa: E731
+    def pick(m: np.ndarray) -> dict:  # the solo fingerprints are features: both sides
+        return {k: v if k == "solo" else v[m].reset_index(drop=True) for k, v in data.items()}
     return pick(tr), pick(te)
 
 
@@ -69,7 +73,8 @@ def fit(train: dict, cfg):
 
     m = InterferenceModel(n_estimators=cfg.n_estimators, n_threads=cfg.threads,
                           alpha=cfg.interference_alpha,
-                          admit_risk=cfg.interference_admit_risk, seed=cfg.seed).fit(train["pairs"])
+                          admit_risk=cfg.interference_admit_risk, seed=cfg.seed
+                          ).fit(train["pairs"], solo=train.get("solo"))
     m.train_speeds_ = _speeds(train["pairs"]).to_numpy()
     return m
 
@@ -102,7 +107,7 @@ def fit_dask(train: dict, cfg, client):
     """The same model, its point booster trained through lightgbm.dask (see training.dask_fit)."""
     from training.dask_fit import fit_interference_dask
 
-    m = fit_interference_dask(train["pairs"], cfg, client)
+    m = fit_interference_dask(train["pairs"], cfg, client, solo=train.get("solo"))
     m.train_speeds_ = _speeds(train["pairs"]).to_numpy()
     return m
 

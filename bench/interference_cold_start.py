@@ -11,7 +11,8 @@ model per fold:
 - `given`: both sides' solo features in the request (the API with fields; the bench path of
   interference_h200.py);
 - `by name, never seen`: the held-out key and its partner's key only, the held-out workload
-  unknown to the model (the extender before);
+  unknown to the model (refused: nothing is calibrated for it), and the same without the
+  support check (the extender before 2026-11-28);
 - `by name, seen alone`: the same request, the model having learned the held-out workload's
   solo fingerprint (its median over the measurement's windows) as the retraining job now does.
 
@@ -45,7 +46,8 @@ from forecaster.interference.solo import with_solo_only  # noqa: E402
 from interference_h200 import MIN_SPEED, committed  # noqa: E402
 
 NAMES = ["a_workload", "b_workload", "gpu_model", "sharing"]
-WAYS = ("given", "by name, never seen", "by name, seen alone")
+WAYS = ("given", "by name, never seen", "by name, never seen, no support check",
+        "by name, seen alone")
 
 
 def solo_row(held: pd.DataFrame, w: str) -> pd.DataFrame:
@@ -71,8 +73,11 @@ def score_set(data: str) -> pd.DataFrame:
         m = InterferenceModel().fit(train)
         asked = held[[c for c in NAMES if c in held]]
         preds = {WAYS[0]: m.predict(held, admit=True), WAYS[1]: m.predict(asked, admit=True)}
-        m.solo_ = with_solo_only(m.solo_, solo_row(held, w))  # as fit(train, solo=...) does
+        fam, m.familiar_ = m.familiar_, None  # the gate before the support check
         preds[WAYS[2]] = m.predict(asked, admit=True)
+        m.familiar_ = fam
+        m.solo_ = with_solo_only(m.solo_, solo_row(held, w))  # as fit(train, solo=...) does
+        preds[WAYS[3]] = m.predict(asked, admit=True)
         d = directed(held)
         for way, p in preds.items():
             out.append(pd.DataFrame({
@@ -121,10 +126,13 @@ def main() -> None:
         "in every fold's training (module docstring); gate at min-speed "
         f"{MIN_SPEED}, all held-out directed rows (zero-step windows at half their bound)", "",
         *table(r), "",
-        "`by name, never seen` is what the extender answered for a key it was not trained on; "
-        "`by name, seen alone` is what it answers once the retraining job has seen the "
-        "workload run alone (features.pair_build.workload_solo). `given` is the request with "
-        "both sides' fields.", ""])
+        "`by name, never seen` is what the extender answers for a key it has never seen run: "
+        "no solo field to compare, so no calibrated bound, refused whatever its floor "
+        "(forecaster/interference/familiar.py); `no support check` is the same model without "
+        "that rule, the gate before 2026-11-28, which predicted such a side from missing "
+        "features. `by name, seen alone` is what it answers once the retraining job has seen "
+        "the workload run alone (features.pair_build.workload_solo). `given` is the request "
+        "with both sides' fields.", ""])
     print(text)
     Path(a.out).write_text(text + "\n")
 

@@ -199,3 +199,32 @@ def test_a_side_unlike_every_trained_workload_is_refused_and_the_api_says_why(mo
     assert ok["admit_source"] == "admission" and ok["a_admit_bound"] > 0
     assert new["admit_source"] == "unfamiliar" and new["a_admit_bound"] == 0.0
     assert new["admitted"] is False and new["a_speed_pred"] > 0  # the speeds are answered
+
+
+def test_a_pod_of_a_key_never_seen_run_is_refused_beside_a_floor_and_the_reason_says_why(model):
+    residents = [("gemm_bf16", None, "mps"), ("hbm_copy", 0.7, "time-slicing")]
+    nodes = [make_node(f"n{i}", gpus=1, labels={SHARING_LABEL: label})
+             for i, (_, _, label) in enumerate(residents)]
+    pods = [make_pod(f"r{i}", fraction=0.5, node=f"n{i}", workload=w, phase="Running",
+                     annotations={"foresight.io/min-speed": str(f)} if f else {})
+            for i, (w, f, _) in enumerate(residents)]
+    st = cluster(nodes, pods)
+    prov = ProviderSet()
+    prov.set("interference", InterferenceAdapter(model))
+    for pod, floor in (("brand-new", 0.6), ("brand-new", None), ("decode_gemv", 0.6)):
+        ann = {"foresight.io/min-speed": str(floor)} if floor else {}
+        c = ctx(st, make_pod("p", fraction=0.25, workload=pod, annotations=ann), prov)
+        res = ColocationSafety().score(c)
+        by = {st.names[r]: i for i, r in enumerate(c.rows)}
+        why = {n: res.violation_reason(i) if res.violation[i] else None for n, i in by.items()}
+        if pod == "brand-new":
+            # its own floor (n0), or the resident's (n1): nothing calibrated beside a stranger
+            assert (why["n0"] is not None) == (floor is not None)
+            assert why["n1"] is not None and "no bound is calibrated beside hbm_copy" in why["n1"]
+        else:  # a known workload: the calibrated bound decides, no such note
+            assert all(w is None or "no bound is calibrated" not in w for w in why.values())
+    # the API answers the same pair as unfamiliar
+    r = client_for(model).post("/v1/interference", json={"pairs": [
+        {"a_workload": "brand-new", "b_workload": "gemm_bf16", "sharing": "mps",
+         "a_min_speed": 0.6}]}).json()["predictions"][0]
+    assert r["admit_source"] == "unfamiliar" and r["admitted"] is False

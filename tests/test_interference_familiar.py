@@ -37,8 +37,9 @@ def test_a_workload_past_the_trained_workloads_spacing_is_unfamiliar_a_near_one_
     # the step time counts in logs: 100x slower steps with the same util is another workload
     _, slow = _sides([("slow", 40.0, 0.4, 1.0)])
     assert fam.unfamiliar(slow).tolist() == [True]
-    # a side with none of the fitted fields has no distance: familiar (nothing new is known)
-    assert fam.unfamiliar(pd.DataFrame({"power_w": [900.0]})).tolist() == [False]
+    # a side with none of the fitted fields (a key never seen run) has nothing calibrated
+    assert fam.unfamiliar(pd.DataFrame({"power_w": [900.0]})).tolist() == [True]
+    assert np.isnan(fam.distance(pd.DataFrame({"power_w": [900.0]}))).all()
     back = Familiarity.from_json(fam.to_json())
     assert np.allclose(back.distance(asked), d)
 

@@ -7,12 +7,15 @@ nearest other one is outside what the folds saw: nothing calibrated the bound th
 one such workload measured so far ran at 0.0 beside seven partners the model placed at 0.92 or
 more (data/h200j `ssd_detect`, a detection server that completed no step under time-slicing).
 Such a side is *unfamiliar*; the co-location gate does not hold a minimum speed on it until
-its pairs are measured (the p10 and the point are still answered).
+its pairs are measured (the p10 and the point are still answered). So is a side with no solo
+field at all, a workload key the model has never seen run: nothing was calibrated for it
+either (asked by key, such sides were admitted at 7.2 % of unsafe placements on the shared set
+while 91.7 % of safe ones were refused: bench/results/interference_cold_start.md).
 
 The distance is the root mean square of the robust z-scores (median, inter-quartile range
 over the trained workloads) of the solo fields both vectors carry; the step time in logs.
-A side with no field in common with the fitted ones has no distance and counts as familiar
-(the model says nothing new about it either way).
+A model fitted without solo fields (Gavel's throughputs: workload names only) has no support
+and calls every side familiar.
 """
 from __future__ import annotations
 
@@ -92,11 +95,12 @@ class Familiarity:
         return out
 
     def unfamiliar(self, sides: pd.DataFrame) -> np.ndarray:
-        """Rows farther from every trained workload than the threshold (False without one)."""
+        """Rows farther from every trained workload than the threshold, or with no field to
+        compare (all False without a threshold)."""
         if self.threshold_ is None:
             return np.zeros(len(sides), bool)
         d = self.distance(sides)
-        return np.isfinite(d) & (d > self.threshold_)
+        return ~np.isfinite(d) | (d > self.threshold_)
 
     def to_json(self) -> dict:
         return {"fields": self.fields_, "center": np.nan_to_num(self.center_).tolist(),

@@ -99,7 +99,7 @@ class ColocationSafety:
         if pod.shares_gpu and not pod.mig_count:
             return self._score_gpus(ctx, self._view(ctx, model, codes), floor,
                                     "admission-bound" if getattr(model, "admits", False)
-                                    else "p10")
+                                    else "p10", model, codes)
         names = ctx.workload_names()
         modes = np.full(ctx.n, "node", dtype=object)
         slo = ctx.state.res_slo[ctx.rows]
@@ -132,16 +132,20 @@ class ColocationSafety:
                 gap = np.where(under_floor(lo_res[j], slo[j]), lo_res[j] - slo[j], np.inf)
                 k = int(np.argmin(gap))
                 who, low, fl = "a resident", lo_res[j, k], float(slo[j, k])
+            others = [names[c] for c in codes[j][codes[j] >= 0]]
             return (f"minimum speed broken: {bound} speed of {who} {low:.2f} under its floor "
-                    f"{fl:.2f} ({modes[j]} pairs)")
+                    f"{fl:.2f} ({modes[j]} pairs)"
+                    f"{unfamiliar_note(model, pod.workload, others, str(modes[j]))}")
 
         return ComponentResult(value, reason, violation, why)
 
     @staticmethod
-    def _score_gpus(ctx: Context, v: GpuView, floor: float, bound: str) -> ComponentResult:
+    def _score_gpus(ctx: Context, v: GpuView, floor: float, bound: str, model,
+                    codes: np.ndarray) -> ComponentResult:
         """A GPU share: the value of the GPU it is best placed on; refused where no GPU that
         fits it is safe for it and for every resident with a minimum speed."""
-        pod = ctx.pod
+        pod, s, r = ctx.pod, ctx.state, ctx.rows
+        names = ctx.workload_names()
         g = v.chosen()
         at = (np.arange(ctx.n), g)
         pod_pt, res_pt, n_res = v.pod_point[at], v.res_point[at], v.crowd[at]
@@ -162,7 +166,25 @@ class ColocationSafety:
             else:
                 side = (f"{bound} speed of a resident {v.res_low[j, k]:.2f} under its floor "
                         f"{v.res_floor[j, k]:.2f}")
+            on_k = (s.res_gpu[r][j] == k) & (codes[j] >= 0)
+            others = [names[c] for c in codes[j][on_k]]
             return (f"minimum speed broken on every GPU that fits the pod; on GPU {k} "
-                    f"({v.crowd[j, k]:.0f} sharing pods): {side} ({modes[j]} sharing)")
+                    f"({v.crowd[j, k]:.0f} sharing pods): {side} ({modes[j]} sharing)"
+                    f"{unfamiliar_note(model, pod.workload, others, str(modes[j]))}")
 
         return ComponentResult(value, reason, violation, why)
+
+
+def unfamiliar_note(model, workload: str, others: list[str], mode: str) -> str:
+    """Why a refusal's bound is 0, where it is: a pair with a side the model has no
+    calibrated bound for (forecaster/interference/familiar.py). Asked only to explain."""
+    if not others or not getattr(model, "admits", False) or not hasattr(model, "units"):
+        return ""
+    u_in, _ = model.units(workload, others, mode)
+    odd = sorted({o for o, u in zip(others, u_in) if np.isposinf(u)})
+    if not odd:
+        return ""
+    return (f"; no bound is calibrated beside {', '.join(odd[:3])}"
+            f"{' ...' if len(odd) > 3 else ''}: the pod or that neighbour has no solo "
+            "fingerprint the model knows, or one unlike every workload it was fitted on")
+

@@ -32,7 +32,13 @@ MIN_WORKLOADS = 4
 
 
 def _values(frame: pd.DataFrame, fields: list[str]) -> np.ndarray:
-    X = frame[fields].to_numpy(float) if fields else np.zeros((len(frame), 0))
+    return _logged(frame[fields].to_numpy(float) if fields else np.zeros((len(frame), 0)),
+                   fields)
+
+
+def _logged(X: np.ndarray, fields: list[str]) -> np.ndarray:
+    """A copy of raw values (rows x `fields`) with the step time in logs."""
+    X = np.array(X, float)
     for j, f in enumerate(fields):
         if f in _LOG:
             X[:, j] = np.log10(np.where(X[:, j] > 0, X[:, j], np.nan))
@@ -83,23 +89,39 @@ class Familiarity:
 
     def distance(self, sides: pd.DataFrame) -> np.ndarray:
         """Each row's distance to the nearest trained workload (NaN: nothing to compare)."""
-        if not len(self.vectors_) or not self.fields_:
-            return np.full(len(sides), np.nan)
-        cols = pd.DataFrame({f: sides[f] if f in sides else np.nan for f in self.fields_},
-                            index=sides.index)
-        Z = (_values(cols, self.fields_) - self.center_) / self.spread_
-        d = _rms(Z, self.vectors_)
-        out = np.full(len(sides), np.nan)
+        X = np.column_stack([sides[f].to_numpy(float) if f in sides else
+                             np.full(len(sides), np.nan) for f in self.fields_]) \
+            if self.fields_ else np.zeros((len(sides), 0))
+        return self.nearest(X)
+
+    def nearest(self, X: np.ndarray) -> np.ndarray:
+        """`distance` of raw values (rows x `fields_`, in that order): the prediction path.
+        Requests repeat a few workloads: each distinct row is compared once."""
+        if not len(self.vectors_) or not self.fields_ or not len(X):
+            return np.full(len(X), np.nan)
+        Z = np.ascontiguousarray((_logged(X, self.fields_) - self.center_) / self.spread_)
+        rows = Z.view(np.dtype((np.void, Z.dtype.itemsize * Z.shape[1]))).ravel()
+        _, first, inv = np.unique(rows, return_index=True, return_inverse=True)
+        d = _rms(Z[first], self.vectors_)
         some = np.isfinite(d).any(axis=1)
-        out[some] = np.nanmin(d[some], axis=1)
-        return out
+        near = np.full(len(first), np.nan)
+        near[some] = np.nanmin(d[some], axis=1)
+        return near[inv.ravel()]
 
     def unfamiliar(self, sides: pd.DataFrame) -> np.ndarray:
         """Rows farther from every trained workload than the threshold, or with no field to
         compare (all False without a threshold)."""
         if self.threshold_ is None:
             return np.zeros(len(sides), bool)
-        d = self.distance(sides)
+        return self._beyond(self.distance(sides))
+
+    def unfamiliar_values(self, X: np.ndarray) -> np.ndarray:
+        """`unfamiliar` of raw values (rows x `fields_`): the prediction path."""
+        if self.threshold_ is None:
+            return np.zeros(len(X), bool)
+        return self._beyond(self.nearest(X))
+
+    def _beyond(self, d: np.ndarray) -> np.ndarray:
         return ~np.isfinite(d) | (d > self.threshold_)
 
     def to_json(self) -> dict:

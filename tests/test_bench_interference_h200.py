@@ -127,3 +127,24 @@ def test_no_prof_drops_the_profiling_fields_and_nothing_else():
     assert left == {"sharing"} | {f"{s}_{f}" for s in "ab" for f in ("gpu_util", "power_w", "step_s")}
     # a table already without them (an Ampere measurement) passes unchanged
     assert list(without_prof(without_prof(pairs)).columns) == list(without_prof(pairs).columns)
+
+
+def test_the_unfamiliar_line_counts_refused_rows_by_fold_and_safety():
+    from interference_h200 import unfamiliar_line
+
+    r = pd.DataFrame({"fold": ["odd", "odd", "odd", "plain"], "self": ["odd", "x", "odd", "p"],
+                      "y": [0.9, 0.3, 0.5, 0.9], "unfamiliar": [True, True, True, False]})
+    line = unfamiliar_line(r)
+    assert "3 of 4 held-out rows, 2 of them unsafe at 0.8 and 1 safe (folds odd)" in line
+    assert unfamiliar_line(r.assign(unfamiliar=False)).endswith("none.")
+
+
+def test_the_cold_start_solo_row_is_the_median_of_the_workloads_sides():
+    from interference_cold_start import solo_row
+
+    held = pd.DataFrame({"a_workload": ["w", "x", "w"], "b_workload": ["x", "w", "y"],
+                         "a_gpu_util": [10.0, 99.0, 30.0], "b_gpu_util": [99.0, 20.0, 99.0],
+                         "a_step_s": [0.1, 9.0, 0.3], "b_step_s": [9.0, 0.2, 9.0]})
+    row = solo_row(held, "w").iloc[0]
+    assert row["workload"] == "w" and row["gpu_util"] == pytest.approx(20.0)
+    assert row["step_s"] == pytest.approx(0.2)

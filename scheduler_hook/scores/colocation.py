@@ -144,8 +144,7 @@ class ColocationSafety:
                     codes: np.ndarray) -> ComponentResult:
         """A GPU share: the value of the GPU it is best placed on; refused where no GPU that
         fits it is safe for it and for every resident with a minimum speed."""
-        pod, s, r = ctx.pod, ctx.state, ctx.rows
-        names = ctx.workload_names()
+        pod = ctx.pod
         g = v.chosen()
         at = (np.arange(ctx.n), g)
         pod_pt, res_pt, n_res = v.pod_point[at], v.res_point[at], v.crowd[at]
@@ -166,7 +165,8 @@ class ColocationSafety:
             else:
                 side = (f"{bound} speed of a resident {v.res_low[j, k]:.2f} under its floor "
                         f"{v.res_floor[j, k]:.2f}")
-            on_k = (s.res_gpu[r][j] == k) & (codes[j] >= 0)
+            on_k = (ctx.state.res_gpu[ctx.rows][j] == k) & (codes[j] >= 0)
+            names = ctx.workload_names()  # only to explain: not on the scoring path
             others = [names[c] for c in codes[j][on_k]]
             return (f"minimum speed broken on every GPU that fits the pod; on GPU {k} "
                     f"({v.crowd[j, k]:.0f} sharing pods): {side} ({modes[j]} sharing)"

@@ -135,3 +135,25 @@ def test_extra_takes_a_library_directory_less_the_measurement_scored(tmp_path, c
     assert main(["interference", "fit", "--pairs", str(lib), "--model-dir",
                  str(tmp_path / "m")]) == 0
     assert "fitted on 168 pairs" in " ".join(capsys.readouterr().out.split())
+
+
+def test_cli_evaluate_says_which_folds_the_gate_refused_as_unfamiliar(tmp_path, capsys):
+    from foresight.cli import main
+
+    pairs = make_pairs(n_workloads=8, n_pairs=240, seed=5)
+    for side in "ab":  # w07 is a workload like no other: a host-bound loop
+        odd = pairs[f"{side}_workload"] == "w07"
+        for f, v in (("gpu_util", 2.0), ("sm_active", 0.001), ("power_w", 60.0),
+                     ("step_s", 50.0)):
+            if f"{side}_{f}" in pairs:
+                pairs.loc[odd, f"{side}_{f}"] = v
+    pairs.to_csv(tmp_path / "p.csv", index=False)
+    assert main(["interference", "evaluate", "--pairs", str(tmp_path / "p.csv"),
+                 "--min-speed", "0.7", "--out", str(tmp_path / "ev"),
+                 "--n-estimators", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "refused by the gate as unfamiliar" in out and "w07" in out.split("unfamiliar")[-1]
+    rows = pd.read_csv(tmp_path / "ev" / "interference_lowo_predictions.csv")
+    odd = rows[rows["model_unfamiliar"]]
+    assert len(odd) and (odd["model_admit"] == 0).all()
+    assert set(odd["fold"]) == {"w07"}

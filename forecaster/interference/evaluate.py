@@ -105,6 +105,9 @@ def lowo_predictions(pairs: pd.DataFrame, model_params: dict | None = None,
             frame["model_admit"] = admit_at(m, pred, test["sharing"].to_numpy(dtype=object)
                                             if "sharing" in test else np.full(len(test), ""),
                                             min_speed)
+            # a side unlike every workload of the fold's training: refused (familiar.py)
+            frame["model_unfamiliar"] = np.isinf(np.concatenate([pred["a_speed_unit"],
+                                                                 pred["b_speed_unit"]]))
         if truth is not None:
             t = truth[test_mask.to_numpy()]
             frame["y_true"] = np.concatenate([t["a_speed_true"], t["b_speed_true"]])

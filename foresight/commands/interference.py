@@ -211,6 +211,11 @@ def evaluate(pairs: list[Path] = typer.Option(..., "--pairs", help="Pair table w
         g.add_row(r.mode, r.policy, str(r.unsafe), f(r.admitted_unsafe, True), str(r.safe),
                   f(r.refused_safe, True))
     console.print(g)
+    odd = preds[preds["model_unfamiliar"]] if "model_unfamiliar" in preds else preds.iloc[:0]
+    if len(odd):  # why the gate refused them whatever their predicted speed
+        console.print(f"{len(odd)} held-out rows refused by the gate as unfamiliar (a side "
+                      "unlike every workload of its fold's training): folds "
+                      f"{', '.join(sorted(map(str, set(odd['fold']))))}")
     console.print(f"wrote {out / 'interference_eval.md'} and the PNG")
 
 

@@ -117,3 +117,26 @@ def test_a_workload_seen_only_alone_is_asked_by_name_with_its_own_fingerprint(tm
     back = InterferenceModel.load(seen.save(tmp_path / "m"))
     assert back.predict(asked).iloc[0].tolist() == pytest.approx(
         seen.predict(asked).iloc[0].tolist())
+
+
+def test_an_artifact_saved_before_the_support_check_holds_every_side_to_its_bound(tmp_path):
+    import json
+
+    from forecaster.interference.artifact import _digest
+
+    if not (DATA / "h200c" / "pairs.csv").is_file():
+        pytest.skip("data/h200* measurements not in this checkout")
+    train = pd.concat([load_h200_pairs(DATA / d) for d in ("h200", "h200b")], ignore_index=True)
+    path = InterferenceModel(n_estimators=20).fit(train).save(tmp_path / "m")
+    body = json.loads((path / "manifest.json").read_text())
+    del body["familiar"]
+    body["checksum"] = _digest({k: v for k, v in body.items() if k != "checksum"})
+    (path / "manifest.json").write_text(json.dumps(body))
+    old = InterferenceModel.load(path)
+    assert old.familiar_ is None
+    asked = pd.DataFrame({"a_workload": ["never-seen"], "b_workload": ["gemm_bf16"],
+                          "sharing": ["mps"]})
+    assert not np.isinf(old.predict(asked, admit=True)["a_speed_unit"]).any()  # NaN: the p10
+    fresh = InterferenceModel.load(InterferenceModel(n_estimators=20).fit(train).save(
+        tmp_path / "n"))
+    assert np.isinf(fresh.predict(asked, admit=True)["a_speed_unit"]).all()

@@ -45,3 +45,11 @@ def test_predict_with_a_file_as_model_dir_names_the_option(tmp_path, capsys):
                  "--out", str(tmp_path / "o.csv")])
     assert code == 2
     one_line(capsys, code, "--model-dir", "afile", "is a file")
+
+
+def test_fit_on_a_measurement_says_what_its_support_check_refuses(tmp_path, capsys):
+    code = main(["interference", "fit", "--pairs", str(H200), "--model-dir",
+                 str(tmp_path / "im")])
+    out = capsys.readouterr().out
+    assert code == 0 and "min-speed held to point - q" in out
+    assert "support check: a side farther than" in out and "from all 8 trained" in out

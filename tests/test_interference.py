@@ -189,7 +189,9 @@ def test_cli_fit_predict_and_errors(pairs, tmp_path, capsys):
     pairs.drop(columns=["a_speed", "b_speed"]).head(25).to_parquet(test)
     assert main(["interference", "fit", "--pairs", str(train), "--model-dir",
                  str(tmp_path / "m")]) == 0
-    assert "ignoring unknown" in capsys.readouterr().err  # warnings go to stderr
+    said = capsys.readouterr()
+    assert "ignoring unknown" in said.err  # warnings go to stderr
+    assert "support check" not in said.out  # no admission bound here: nothing to refuse
     out = tmp_path / "pred.csv"
     assert main(["interference", "predict", "--model-dir", str(tmp_path / "m"), "--pairs",
                  str(test), "--out", str(out)]) == 0

@@ -109,6 +109,11 @@ def fit(pairs: list[Path] = typer.Option(..., "--pairs", help="Training pair tab
                       "placements admitted (at min-speed 0.8): " + ", ".join(
                           f"{k} {v['0.8']:.3f}" for k, v in sorted(m["admit_q"].items())
                           if "0.8" in v))
+        fam = model.familiar_
+        if fam is not None and fam.threshold_ is not None:
+            console.print(f"support check: a side farther than {fam.threshold_:.2f} from all "
+                          f"{len(fam.vectors_)} trained workloads' fingerprints, or with none, "
+                          "is refused whatever its bound")
     if m.get("mechanism_modes"):
         held = m.get("held_out_mae") or {}
         console.print(f"sharing mechanism fit for {', '.join(m['mechanism_modes'])}; serving "

@@ -107,14 +107,20 @@ def test_demo_refuses_a_broken_registry_before_writing_its_tables(tmp_path, caps
     assert not (out / "data").exists()
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--seed", "-1"], "--seed -1"),
-    (["--days", "1e9"], "too large"),
-    (["--days", "nan"], "--days nan"),
-    (["--nodes", "0"], "--nodes 0"),
+@pytest.mark.parametrize("command,args,needle", [
+    ("demo", ["--seed", "-1"], "--seed -1"),
+    ("demo", ["--days", "1e9"], "too large"),
+    ("demo", ["--days", "nan"], "--days nan"),
+    ("demo", ["--nodes", "0"], "--nodes 0"),
+    ("simulate", ["--load", "1e9", "--days", "0.05", "--nodes", "1"], "--load 1e+09"),
+    ("simulate", ["--days", "0"], "--days 0: must be positive"),
+    ("simulate", ["--step", "0"], "--step 0: must be positive"),
+    ("simulate", ["--gpus-per-node", "0"], "--gpus-per-node 0"),
+    ("simulate", ["--load", "nan"], "--load nan"),
 ])
-def test_demo_option_ranges_are_simulates(tmp_path, capsys, args, needle):
-    rc = main(["demo", "--out", str(tmp_path / "d1"), *args])
+def test_demo_and_simulate_name_the_option_out_of_range(tmp_path, capsys, command, args,
+                                                        needle):
+    rc = main([command, "--out", str(tmp_path / "d1"), *args])
     one_line(capsys, rc, needle)
     assert rc == 2 and not (tmp_path / "d1").exists()
 
@@ -126,16 +132,3 @@ def test_demo_out_that_cannot_be_a_directory_is_named(tmp_path, capsys, where):
     rc = main(["demo", "--out", out])
     one_line(capsys, rc, f"--out {out}")
     assert rc == 2 and (tmp_path / "afile").read_text() == "keep"
-
-
-@pytest.mark.parametrize("args,needle", [
-    (["--load", "1e9", "--days", "0.05", "--nodes", "1"], "--load 1e+09"),
-    (["--days", "0"], "--days 0: must be positive"),
-    (["--step", "0"], "--step 0: must be positive"),
-    (["--gpus-per-node", "0"], "--gpus-per-node 0"),
-    (["--load", "nan"], "--load nan"),
-])
-def test_simulate_names_the_option_out_of_range(tmp_path, capsys, args, needle):
-    rc = main(["simulate", "--out", str(tmp_path / "s"), *args])
-    one_line(capsys, rc, needle)
-    assert rc == 2 and not (tmp_path / "s").exists()

@@ -99,11 +99,10 @@ def bound_at(table: dict[str, float], point: np.ndarray, unit: np.ndarray, p10: 
     unfamiliar side: no floor above 0 holds)."""
     point, unit, p10 = (np.asarray(a, float) for a in (point, unit, p10))
     q = q_at(table, np.broadcast_to(np.asarray(floor, float), point.shape))
-    finite = np.where(np.isinf(unit), 0.0, np.nan_to_num(unit))
-    bound = np.minimum(np.clip(point - np.nan_to_num(q) * finite, 0.0, 2.0), point)
+    bound = np.minimum(np.clip(point - np.nan_to_num(q) * np.nan_to_num(unit, posinf=0.0),
+                               0.0, 2.0), point)
     # an infinite unit: a side unlike every trained workload (familiar.py), held to nothing
-    bound = np.where(np.isposinf(unit), 0.0, bound)
-    return np.where(from_table(table, unit) | np.isposinf(unit), bound, p10)
+    return np.where(np.isposinf(unit), 0.0, np.where(from_table(table, unit), bound, p10))
 
 
 def from_table(table: dict[str, float], unit: np.ndarray) -> np.ndarray:

@@ -87,12 +87,15 @@ class Familiarity:
             self.threshold_ = float(nearest.max()) if len(nearest) else None
         return self
 
+    def _matrix(self, sides: pd.DataFrame) -> np.ndarray:
+        """Raw values of `sides` (rows x `fields_`; NaN where a field is absent)."""
+        return np.column_stack([sides[f].to_numpy(float) if f in sides else
+                                np.full(len(sides), np.nan) for f in self.fields_]) \
+            if self.fields_ else np.zeros((len(sides), 0))
+
     def distance(self, sides: pd.DataFrame) -> np.ndarray:
         """Each row's distance to the nearest trained workload (NaN: nothing to compare)."""
-        X = np.column_stack([sides[f].to_numpy(float) if f in sides else
-                             np.full(len(sides), np.nan) for f in self.fields_]) \
-            if self.fields_ else np.zeros((len(sides), 0))
-        return self.nearest(X)
+        return self.nearest(self._matrix(sides))
 
     def nearest(self, X: np.ndarray) -> np.ndarray:
         """`distance` of raw values (rows x `fields_`, in that order): the prediction path.
@@ -111,17 +114,13 @@ class Familiarity:
     def unfamiliar(self, sides: pd.DataFrame) -> np.ndarray:
         """Rows farther from every trained workload than the threshold, or with no field to
         compare (all False without a threshold)."""
-        if self.threshold_ is None:
-            return np.zeros(len(sides), bool)
-        return self._beyond(self.distance(sides))
+        return self.unfamiliar_values(self._matrix(sides))
 
     def unfamiliar_values(self, X: np.ndarray) -> np.ndarray:
         """`unfamiliar` of raw values (rows x `fields_`): the prediction path."""
         if self.threshold_ is None:
             return np.zeros(len(X), bool)
-        return self._beyond(self.nearest(X))
-
-    def _beyond(self, d: np.ndarray) -> np.ndarray:
+        d = self.nearest(X)
         return ~np.isfinite(d) | (d > self.threshold_)
 
     def to_json(self) -> dict:

@@ -384,9 +384,8 @@ class InterferenceModel:
         fam = getattr(self, "familiar_", None)
         if fam is None or fam.threshold_ is None:
             return np.zeros(len(X), bool)
-        nan = np.full(len(X), np.nan)
+        # fields_ are side features: every one has a self_ column
         vals = np.column_stack([X[:, self.feature_names_.index(f"self_{f}")]
-                                if f"self_{f}" in self.feature_names_ else nan
                                 for f in fam.fields_])
         side = fam.unfamiliar_values(vals)  # rows a then b: each side once
         own = side[:n] | side[n:]
